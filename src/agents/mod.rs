@@ -1,0 +1,112 @@
+//! The agents this server hosts, as configured, and the rules a session's configuration
+//! must follow to use one.
+
+mod session_config;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::config::{AgentSettings, HistoryType, ImageInput, OptionKind, OptionSettings};
+use crate::model::{ImageSource, ToolSpec};
+
+pub use session_config::{ResolvedSessionConfig, SessionConfigRequest};
+
+/// Every configured agent, in configuration order.
+#[derive(Debug, Clone)]
+pub struct Agents {
+    agents: Vec<Arc<Agent>>,
+}
+
+impl Agents {
+    pub fn from_settings(settings: &[AgentSettings]) -> Self {
+        Self {
+            agents: settings
+                .iter()
+                .map(|s| {
+                    Arc::new(Agent {
+                        settings: s.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Agent>> {
+        self.agents.iter().find(|a| a.settings.name == name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Agent>> {
+        self.agents.iter()
+    }
+}
+
+/// One configured agent.
+#[derive(Debug)]
+pub struct Agent {
+    settings: AgentSettings,
+}
+
+impl Agent {
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    pub fn settings(&self) -> &AgentSettings {
+        &self.settings
+    }
+
+    pub fn option(&self, name: &str) -> Option<&OptionSettings> {
+        self.settings.options.iter().find(|o| o.name == name)
+    }
+
+    pub fn declares_history(&self, kind: HistoryType) -> bool {
+        self.settings.history.types.contains(&kind)
+    }
+
+    pub fn accepts_image(&self, source: ImageSource) -> bool {
+        let wanted = match source {
+            ImageSource::Https => ImageInput::Http,
+            ImageSource::Data => ImageInput::Data,
+        };
+        self.settings.image_inputs.contains(&wanted)
+    }
+
+    /// Whether the agent's provider can call tools the client declares.
+    pub fn accepts_client_tools(&self) -> bool {
+        false
+    }
+
+    /// Server tools a client may enable for a session.
+    pub fn exposed_tools(&self) -> impl Iterator<Item = ToolSpec> + '_ {
+        self.settings
+            .tools
+            .iter()
+            .filter(|t| t.expose)
+            .map(|t| ToolSpec {
+                name: t.name.clone(),
+                title: t.title.clone(),
+                description: t.description.clone(),
+                parameters: t.parameters.clone(),
+            })
+    }
+
+    pub fn has_server_tool(&self, name: &str) -> bool {
+        self.settings.tools.iter().any(|t| t.name == name)
+    }
+
+    pub fn is_exposed_tool(&self, name: &str) -> bool {
+        self.settings
+            .tools
+            .iter()
+            .any(|t| t.name == name && t.expose)
+    }
+
+    /// Every declared option at its default value, secret ones included.
+    pub fn default_options(&self) -> BTreeMap<String, (OptionKind, String)> {
+        self.settings
+            .options
+            .iter()
+            .map(|o| (o.name.clone(), (o.kind, o.default.expose().to_owned())))
+            .collect()
+    }
+}

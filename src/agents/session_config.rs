@@ -1,0 +1,155 @@
+//! Validating what a client asks of an agent for a session: options, server tools, client
+//! tools and seed messages. Errors name the request field at fault.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::Agent;
+use crate::config::OptionKind;
+use crate::model::{FieldError, HistoryMessage, ServerToolRef, ToolSpec};
+
+/// A client's session configuration, parsed but not yet checked against the agent.
+#[derive(Debug, Clone, Default)]
+pub struct SessionConfigRequest {
+    /// Server tools to enable; `None` keeps the current ones (every exposed tool off at
+    /// creation).
+    pub server_tools: Option<Vec<ServerToolRef>>,
+    pub options: BTreeMap<String, String>,
+    pub client_tools: Option<Vec<ToolSpec>>,
+}
+
+/// The configuration to store: options split into plain and secret values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedSessionConfig {
+    pub server_tools: Vec<ServerToolRef>,
+    pub options: BTreeMap<String, String>,
+    pub secret_options: BTreeMap<String, String>,
+    pub client_tools: Vec<ToolSpec>,
+}
+
+impl Agent {
+    /// Checks a new session's configuration and fills omitted options with their defaults.
+    pub fn resolve_new_session(
+        &self,
+        request: SessionConfigRequest,
+    ) -> Result<ResolvedSessionConfig, FieldError> {
+        let mut options = BTreeMap::new();
+        let mut secret_options = BTreeMap::new();
+        for (name, (kind, default)) in self.default_options() {
+            match kind {
+                OptionKind::Secret => secret_options.insert(name, default),
+                OptionKind::Text | OptionKind::Select => options.insert(name, default),
+            };
+        }
+        for (name, value) in request.options {
+            let option = self.option(&name).ok_or_else(|| {
+                FieldError::new(
+                    format!("agent.options.{name}"),
+                    format!("agent `{}` has no option `{name}`", self.name()),
+                )
+            })?;
+            if option.kind == OptionKind::Select && !option.options.contains(&value) {
+                return Err(FieldError::new(
+                    format!("agent.options.{name}"),
+                    format!("must be one of: {}", option.options.join(", ")),
+                ));
+            }
+            match option.kind {
+                OptionKind::Secret => secret_options.insert(name, value),
+                OptionKind::Text | OptionKind::Select => options.insert(name, value),
+            };
+        }
+
+        let server_tools = request.server_tools.unwrap_or_default();
+        let mut enabled = HashSet::new();
+        for (i, tool) in server_tools.iter().enumerate() {
+            let field = format!("agent.tools[{i}].name");
+            if !self.is_exposed_tool(&tool.name) {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "agent `{}` exposes no server tool `{}`",
+                        self.name(),
+                        tool.name
+                    ),
+                ));
+            }
+            if !enabled.insert(tool.name.as_str()) {
+                return Err(FieldError::new(
+                    field,
+                    format!("server tool `{}` is listed twice", tool.name),
+                ));
+            }
+        }
+
+        let client_tools = request.client_tools.unwrap_or_default();
+        if !client_tools.is_empty() && !self.accepts_client_tools() {
+            return Err(FieldError::new(
+                "tools",
+                format!("agent `{}` does not accept client tools", self.name()),
+            ));
+        }
+        let mut client_names = HashSet::new();
+        for (i, tool) in client_tools.iter().enumerate() {
+            let field = format!("tools[{i}].name");
+            if tool.name.is_empty() {
+                return Err(FieldError::new(field, "must not be empty"));
+            }
+            if self.has_server_tool(&tool.name) {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "`{}` is also a server tool of agent `{}`; tool names must be unique",
+                        tool.name,
+                        self.name()
+                    ),
+                ));
+            }
+            if !client_names.insert(tool.name.as_str()) {
+                return Err(FieldError::new(
+                    field,
+                    format!("client tool `{}` is declared twice", tool.name),
+                ));
+            }
+            if !tool.parameters.is_object() {
+                return Err(FieldError::new(
+                    format!("tools[{i}].parameters"),
+                    "must be a JSON Schema object",
+                ));
+            }
+        }
+
+        Ok(ResolvedSessionConfig {
+            server_tools,
+            options,
+            secret_options,
+            client_tools,
+        })
+    }
+
+    /// Checks that the agent can read every block of the messages (images by source).
+    pub fn check_messages(&self, messages: &[HistoryMessage]) -> Result<(), FieldError> {
+        for (i, message) in messages.iter().enumerate() {
+            let Some(content) = message.content() else {
+                continue;
+            };
+            for (j, block) in content.blocks().iter().enumerate() {
+                if let Some(source) = block.image_source()
+                    && !self.accepts_image(source)
+                {
+                    return Err(FieldError::new(
+                        format!("messages[{i}].content[{j}].url"),
+                        format!(
+                            "agent `{}` does not accept {} images",
+                            self.name(),
+                            match source {
+                                crate::model::ImageSource::Https => "https://",
+                                crate::model::ImageSource::Data => "data:",
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,164 @@
+//! Building the application: shared state, the HTTP server, and running it.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::dev::Server;
+use actix_web::{App as ActixApp, HttpServer, web};
+use anyhow::Context;
+use tracing_actix_web::TracingLogger;
+
+use crate::agents::Agents;
+use crate::auth::TokenKeys;
+use crate::config::Settings;
+use crate::crypto::{self, SecretBox};
+use crate::http;
+use crate::store::Store;
+
+/// Instance key purposes in the store.
+const JWT_KEY: &str = "jwt";
+const SECRETS_KEY: &str = "secrets";
+
+/// Everything a request handler or CLI command needs.
+#[derive(Debug)]
+pub struct AppState {
+    pub settings: Settings,
+    pub store: Store,
+    pub agents: Agents,
+    pub tokens: TokenKeys,
+    pub secrets: SecretBox,
+}
+
+impl AppState {
+    /// Connects to the database, migrates it, and loads or generates the instance keys.
+    pub async fn init(settings: Settings) -> anyhow::Result<AppState> {
+        let store = Store::connect(&settings.database)
+            .await
+            .context("cannot open the database named by database.url")?;
+        let applied = store
+            .migrate()
+            .await
+            .context("cannot migrate the database")?;
+        if !applied.is_empty() {
+            tracing::info!(?applied, "applied database migrations");
+        }
+        let tokens = load_token_keys(&settings, &store).await?;
+        let secrets = load_secret_box(&settings, &store).await?;
+        let agents = Agents::from_settings(&settings.agents);
+        Ok(AppState {
+            settings,
+            store,
+            agents,
+            tokens,
+            secrets,
+        })
+    }
+}
+
+async fn load_token_keys(settings: &Settings, store: &Store) -> anyhow::Result<TokenKeys> {
+    let auth = &settings.auth;
+    let previous: Vec<&str> = auth
+        .jwt_previous_secrets
+        .iter()
+        .map(|s| s.expose())
+        .collect();
+    if !auth.jwt_secret.is_empty() {
+        return Ok(TokenKeys::new(auth, auth.jwt_secret.expose(), &previous));
+    }
+    let generated = store
+        .get_or_insert_instance_key(JWT_KEY, &crypto::random_token(48))
+        .await
+        .context("cannot load the generated JWT signing key")?;
+    Ok(TokenKeys::new(auth, &generated, &previous))
+}
+
+async fn load_secret_box(settings: &Settings, store: &Store) -> anyhow::Result<SecretBox> {
+    let stored = store
+        .get_instance_key(SECRETS_KEY)
+        .await
+        .context("cannot load the generated secrets key")?
+        .map(|k| crypto::parse_key(&k))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("the stored secrets key is corrupt: {e}"))?;
+    if !settings.secrets.key.is_empty() {
+        let configured = crypto::parse_key(settings.secrets.key.expose())
+            .map_err(|e| anyhow::anyhow!("secrets.key {e}"))?;
+        return Ok(SecretBox::new(configured, stored));
+    }
+    let key = match stored {
+        Some(key) => key,
+        None => {
+            let candidate = crypto::encode_key(&crypto::random_bytes::<32>());
+            let stored = store
+                .get_or_insert_instance_key(SECRETS_KEY, &candidate)
+                .await
+                .context("cannot store a generated secrets key")?;
+            crypto::parse_key(&stored).map_err(|e| anyhow::anyhow!("stored secrets key: {e}"))?
+        }
+    };
+    tracing::warn!(
+        "secrets.key is not set: secret options are encrypted with a key stored in the \
+         database itself. Set secrets.key (AGENTRY__SECRETS__KEY) in production."
+    );
+    Ok(SecretBox::new(key, []))
+}
+
+/// A bound, ready-to-run server.
+pub struct App {
+    port: u16,
+    server: Server,
+    state: web::Data<AppState>,
+}
+
+impl App {
+    /// Initializes the state and binds `server.bind` (port 0 picks a free port).
+    pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        let listener = TcpListener::bind(&settings.server.bind)
+            .with_context(|| format!("cannot listen on server.bind {}", settings.server.bind))?;
+        let state = web::Data::new(AppState::init(settings).await?);
+        Self::with_state(listener, state)
+    }
+
+    fn with_state(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Result<App> {
+        let port = listener.local_addr()?.port();
+        if state.settings.auth.admin_secret.is_empty() {
+            tracing::warn!(
+                "auth.admin_secret is not set: admin login is disabled; use `agentry admin` \
+                 to manage tenants"
+            );
+        }
+        let workers = match state.settings.server.workers {
+            0 => std::thread::available_parallelism().map_or(2, usize::from),
+            n => n,
+        };
+        let data = state.clone();
+        let server = HttpServer::new(move || {
+            ActixApp::new()
+                .wrap(http::error_handlers())
+                .wrap(TracingLogger::<http::RequestSpan>::new())
+                .app_data(data.clone())
+                .configure(|cfg| http::configure(cfg, &data.settings))
+        })
+        .workers(workers)
+        .listen(listener)?
+        .run();
+        tracing::info!(port, "agentry is listening");
+        Ok(App {
+            port,
+            server,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn state(&self) -> Arc<AppState> {
+        self.state.clone().into_inner()
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}

@@ -1,0 +1,127 @@
+//! Extractors: a handler that takes `TenantAuth` or `AdminAuth` can only be reached by
+//! that kind of caller.
+
+use actix_web::dev::Payload;
+use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
+use futures_util::future::LocalBoxFuture;
+use tracing_actix_web::RootSpan;
+
+use super::Principal;
+use crate::app::AppState;
+use crate::error::{ApiError, ErrorCode};
+use crate::model::TenantId;
+use crate::store::AuthState;
+
+/// A caller holding a valid token of an active tenant.
+#[derive(Debug, Clone)]
+pub struct TenantAuth {
+    pub tenant_id: TenantId,
+}
+
+/// A caller holding a valid admin token.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminAuth;
+
+fn state_of(req: &HttpRequest) -> web::Data<AppState> {
+    req.app_data::<web::Data<AppState>>()
+        .cloned()
+        .expect("AppState is registered with the app")
+}
+
+fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
+    let header = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::MissingToken,
+                "send `Authorization: Bearer <token>`",
+            )
+        })?;
+    let value = header
+        .to_str()
+        .map_err(|_| ApiError::new(ErrorCode::InvalidToken, "invalid token"))?;
+    let (scheme, token) = value
+        .split_once(' ')
+        .ok_or_else(|| ApiError::new(ErrorCode::InvalidToken, "invalid token"))?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(ApiError::new(ErrorCode::InvalidToken, "invalid token"));
+    }
+    Ok(token.trim().to_owned())
+}
+
+/// Verifies the request's bearer token and, for tenant tokens, that the tenant is active
+/// and the token not revoked.
+pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Principal, ApiError> {
+    let token = bearer_token(req)?;
+    let principal = state
+        .tokens
+        .verify(&token)
+        .map_err(|_| ApiError::new(ErrorCode::InvalidToken, "invalid token"))?;
+    if let Principal::Tenant {
+        tenant_id,
+        jti,
+        credential,
+    } = &principal
+    {
+        if let Some(span) = req.extensions().get::<RootSpan>() {
+            span.record("tenant_id", tenant_id.as_str());
+        }
+        match state
+            .store
+            .auth_state(tenant_id, jti, credential.as_ref())
+            .await?
+        {
+            AuthState::Active => {}
+            AuthState::Suspended => {
+                return Err(ApiError::new(
+                    ErrorCode::TenantSuspended,
+                    "this tenant is suspended",
+                ));
+            }
+            AuthState::Revoked => {
+                return Err(ApiError::new(ErrorCode::InvalidToken, "invalid token"));
+            }
+        }
+    }
+    Ok(principal)
+}
+
+impl FromRequest for TenantAuth {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let state = state_of(&req);
+            match authenticate(&state, &req).await? {
+                Principal::Tenant { tenant_id, .. } => Ok(TenantAuth { tenant_id }),
+                Principal::Admin => Err(ApiError::new(
+                    ErrorCode::Forbidden,
+                    "this route takes a tenant token, not an admin token",
+                )),
+            }
+        })
+    }
+}
+
+impl FromRequest for AdminAuth {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let state = state_of(&req);
+            match state.tokens.verify(&bearer_token(&req)?) {
+                Ok(Principal::Admin) => Ok(AdminAuth),
+                Ok(Principal::Tenant { .. }) => Err(ApiError::new(
+                    ErrorCode::Forbidden,
+                    "this route needs an admin token",
+                )),
+                Err(_) => Err(ApiError::new(ErrorCode::InvalidToken, "invalid token")),
+            }
+        })
+    }
+}

@@ -1,0 +1,203 @@
+//! Signing and verifying agentry's JWTs (HS256, `kid`, `iss`, `aud`, `exp`, `jti`).
+
+use chrono::{DateTime, TimeZone, Utc};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+use crate::config::AuthSettings;
+use crate::crypto;
+use crate::model::{CredentialId, TenantId, TokenId};
+
+const ALGORITHM: Algorithm = Algorithm::HS256;
+/// `sub` of admin tokens.
+pub const ADMIN_SUBJECT: &str = "admin";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Admin,
+    Tenant,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    pub iss: String,
+    pub aud: String,
+    pub sub: String,
+    pub role: Role,
+    pub iat: i64,
+    pub exp: i64,
+    pub jti: TokenId,
+    /// The credential a token was obtained with, so deleting it ends the token too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cid: Option<CredentialId>,
+}
+
+/// Who a verified token speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Admin,
+    Tenant {
+        tenant_id: TenantId,
+        jti: TokenId,
+        credential: Option<CredentialId>,
+    },
+}
+
+/// A freshly signed token.
+#[derive(Debug, Clone)]
+pub struct SignedToken {
+    pub token: String,
+    pub jti: TokenId,
+    pub issued_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid token")]
+pub struct InvalidToken;
+
+struct VerifyingKey {
+    kid: String,
+    key: DecodingKey,
+}
+
+/// The current signing key and every key whose tokens still verify.
+pub struct TokenKeys {
+    kid: String,
+    signing: EncodingKey,
+    verifying: Vec<VerifyingKey>,
+    validation: Validation,
+    issuer: String,
+    audience: String,
+}
+
+impl std::fmt::Debug for TokenKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenKeys").field("kid", &self.kid).finish()
+    }
+}
+
+impl TokenKeys {
+    /// `current` signs; it and `previous` verify.
+    pub fn new(settings: &AuthSettings, current: &str, previous: &[&str]) -> Self {
+        let verifying = std::iter::once(current)
+            .chain(previous.iter().copied())
+            .map(|secret| VerifyingKey {
+                kid: crypto::fingerprint(secret.as_bytes()),
+                key: DecodingKey::from_secret(secret.as_bytes()),
+            })
+            .collect();
+        let mut validation = Validation::new(ALGORITHM);
+        validation.set_issuer(&[&settings.issuer]);
+        validation.set_audience(&[&settings.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.leeway = 30;
+        Self {
+            kid: crypto::fingerprint(current.as_bytes()),
+            signing: EncodingKey::from_secret(current.as_bytes()),
+            verifying,
+            validation,
+            issuer: settings.issuer.clone(),
+            audience: settings.audience.clone(),
+        }
+    }
+
+    pub fn sign(
+        &self,
+        subject: &str,
+        role: Role,
+        ttl_seconds: u64,
+        credential: Option<&CredentialId>,
+    ) -> SignedToken {
+        let jti = TokenId::generate();
+        let issued_at = Utc::now();
+        let ttl = i64::try_from(ttl_seconds).unwrap_or(i64::MAX);
+        let exp = issued_at.timestamp().saturating_add(ttl);
+        let claims = Claims {
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+            sub: subject.to_owned(),
+            role,
+            iat: issued_at.timestamp(),
+            exp,
+            jti: jti.clone(),
+            cid: credential.cloned(),
+        };
+        let mut header = Header::new(ALGORITHM);
+        header.kid = Some(self.kid.clone());
+        let token = jsonwebtoken::encode(&header, &claims, &self.signing)
+            .expect("HS256 signing cannot fail");
+        SignedToken {
+            token,
+            jti,
+            issued_at,
+            expires_at: Utc.timestamp_opt(exp, 0).single().unwrap_or(issued_at),
+        }
+    }
+
+    /// Checks the signature (with the key its `kid` names), the algorithm, `exp`, `iss` and
+    /// `aud`, and that subject and role agree. Revocation is the store's business.
+    pub fn verify(&self, token: &str) -> Result<Principal, InvalidToken> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| InvalidToken)?;
+        if header.alg != ALGORITHM {
+            return Err(InvalidToken);
+        }
+        let kid = header.kid.ok_or(InvalidToken)?;
+        let key = self
+            .verifying
+            .iter()
+            .find(|k| k.kid == kid)
+            .ok_or(InvalidToken)?;
+        let claims = jsonwebtoken::decode::<Claims>(token, &key.key, &self.validation)
+            .map_err(|_| InvalidToken)?
+            .claims;
+        match claims.role {
+            Role::Admin if claims.sub == ADMIN_SUBJECT => Ok(Principal::Admin),
+            Role::Tenant => Ok(Principal::Tenant {
+                tenant_id: claims.sub.parse().map_err(|_| InvalidToken)?,
+                jti: claims.jti,
+                credential: claims.cid,
+            }),
+            Role::Admin => Err(InvalidToken),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+
+    fn keys(secret: &str, previous: &[&str]) -> TokenKeys {
+        let settings = Settings::from_toml("").unwrap();
+        TokenKeys::new(&settings.auth, secret, previous)
+    }
+
+    #[test]
+    fn tokens_verify_with_their_key_and_after_rotation() {
+        let old = keys("old-secret-old-secret-old-secret-0", &[]);
+        let tenant = TenantId::generate();
+        let signed = old.sign(tenant.as_str(), Role::Tenant, 60, None);
+        assert!(matches!(
+            old.verify(&signed.token),
+            Ok(Principal::Tenant { tenant_id, .. }) if tenant_id == tenant
+        ));
+        let rotated = keys(
+            "new-secret-new-secret-new-secret-1",
+            &["old-secret-old-secret-old-secret-0"],
+        );
+        assert!(rotated.verify(&signed.token).is_ok());
+        let fresh = keys("new-secret-new-secret-new-secret-1", &[]);
+        assert_eq!(fresh.verify(&signed.token), Err(InvalidToken));
+    }
+
+    #[test]
+    fn admin_tokens_need_the_admin_subject() {
+        let keys = keys("some-secret-some-secret-some-secret", &[]);
+        let admin = keys.sign(ADMIN_SUBJECT, Role::Admin, 60, None);
+        assert_eq!(keys.verify(&admin.token), Ok(Principal::Admin));
+        let forged = keys.sign("ten_x", Role::Admin, 60, None);
+        assert_eq!(keys.verify(&forged.token), Err(InvalidToken));
+    }
+}

@@ -1,0 +1,204 @@
+//! The command line: `serve`, `migrate`, `config check` and `admin …`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+
+use crate::app::{App, AppState};
+use crate::auth;
+use crate::config::Settings;
+use crate::model::TenantId;
+use crate::store::Page;
+use crate::telemetry;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "agentry",
+    version,
+    about = "Self-hosted multi-tenant agent platform"
+)]
+pub struct Cli {
+    /// Configuration file layered over the embedded defaults.
+    #[arg(long, global = true, env = "AGENTRY_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server (migrates the database first).
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Inspect the configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Manage tenants directly in the database (prints JSON).
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the configuration; on error, name the offending key.
+    Check,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create a tenant.
+    CreateTenant {
+        name: String,
+        /// Print only the tenant id.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Create a client credential for POST /auth/token (the secret is shown once).
+    CreateCredential {
+        tenant: String,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Issue a long-lived tenant token (an API key).
+    IssueToken {
+        tenant: String,
+        /// Lifetime in seconds (default: auth.api_key_ttl_seconds).
+        #[arg(long)]
+        ttl: Option<u64>,
+        #[arg(long)]
+        name: Option<String>,
+        /// Print only the token.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// List tenants, newest first.
+    ListTenants,
+}
+
+/// Runs the parsed command; the process exits with the returned code.
+pub async fn run(cli: Cli) -> i32 {
+    let settings = match Settings::load(cli.config.as_deref()) {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return 2;
+        }
+    };
+    if let Command::Config {
+        command: ConfigCommand::Check,
+    } = cli.command
+    {
+        println!(
+            "configuration is valid: {} agent(s), database {}",
+            settings.agents.len(),
+            if settings.database.url.expose().starts_with("sqlite:") {
+                "SQLite"
+            } else {
+                "PostgreSQL"
+            }
+        );
+        return 0;
+    }
+    telemetry::init(&settings.log, std::io::stderr);
+    let result = match cli.command {
+        Command::Serve => serve(settings).await,
+        Command::Migrate => migrate(settings).await,
+        Command::Admin { command } => admin(settings, command).await,
+        Command::Config { .. } => unreachable!("handled above"),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            1
+        }
+    }
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let app = App::build(settings).await?;
+    app.run_until_stopped().await?;
+    Ok(())
+}
+
+async fn migrate(settings: Settings) -> anyhow::Result<()> {
+    let store = crate::store::Store::connect(&settings.database).await?;
+    let applied = store.migrate().await?;
+    print_json(&serde_json::json!({ "applied": applied }));
+    Ok(())
+}
+
+fn print_json(value: &impl Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("values serialize")
+    );
+}
+
+fn tenant_arg(raw: &str) -> anyhow::Result<TenantId> {
+    raw.parse()
+        .map_err(|_| anyhow::anyhow!("`{raw}` is not a tenant id (ten_…)"))
+}
+
+async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> {
+    let state = AppState::init(settings).await?;
+    let api = |e: crate::error::ApiError| anyhow::anyhow!(e.message);
+    match command {
+        AdminCommand::CreateTenant { name, raw } => {
+            let tenant = auth::create_tenant(&state, &name).await.map_err(api)?;
+            if raw {
+                println!("{}", tenant.id);
+            } else {
+                print_json(&tenant);
+            }
+        }
+        AdminCommand::CreateCredential { tenant, name } => {
+            let tenant = tenant_arg(&tenant)?;
+            let created = auth::create_credential(&state, &tenant, name)
+                .await
+                .map_err(api)?;
+            print_json(&created);
+        }
+        AdminCommand::IssueToken {
+            tenant,
+            ttl,
+            name,
+            raw,
+        } => {
+            let tenant = tenant_arg(&tenant)?;
+            let issued = auth::issue_api_token(&state, &tenant, ttl, name)
+                .await
+                .map_err(api)?;
+            if raw {
+                println!("{}", issued.token);
+            } else {
+                print_json(&issued);
+            }
+        }
+        AdminCommand::ListTenants => {
+            let mut tenants = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let page = Page {
+                    after: after.as_deref(),
+                    limit: 200,
+                };
+                let (batch, more) = state.store.list_tenants(page).await?;
+                after = batch.last().map(|t| t.id.to_string());
+                tenants.extend(batch);
+                if !more {
+                    break;
+                }
+            }
+            print_json(&serde_json::json!({ "tenants": tenants }));
+        }
+    }
+    state.store.close().await;
+    Ok(())
+}

@@ -1,0 +1,539 @@
+//! Layered configuration: the embedded `config/default.toml`, an optional file, then
+//! `AGENTRY__SECTION__KEY` environment variables; validated once after loading.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use serde::{Deserialize, Deserializer};
+
+/// The configuration every key of which `config/default.toml` documents.
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub database: DatabaseSettings,
+    pub auth: AuthSettings,
+    pub secrets: SecretsSettings,
+    pub log: LogSettings,
+    #[serde(default)]
+    pub agents: Vec<AgentSettings>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    pub bind: String,
+    pub workers: usize,
+    pub max_body_bytes: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSettings {
+    pub url: Secret,
+    pub max_connections: u32,
+    pub sqlite_busy_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    pub admin_secret: Secret,
+    pub jwt_secret: Secret,
+    pub jwt_previous_secrets: Vec<Secret>,
+    pub token_ttl_seconds: u64,
+    pub api_key_ttl_seconds: u64,
+    pub issuer: String,
+    pub audience: String,
+    pub public_meta: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsSettings {
+    pub key: Secret,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    pub format: LogFormat,
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    pub name: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default = "default_agent_version")]
+    pub version: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub provider: ProviderKind,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub system_prompt: String,
+    #[serde(default)]
+    pub image_inputs: Vec<ImageInput>,
+    #[serde(default)]
+    pub options: Vec<OptionSettings>,
+    #[serde(default)]
+    pub tools: Vec<ToolSettings>,
+    #[serde(default)]
+    pub history: HistorySettings,
+}
+
+fn default_agent_version() -> String {
+    "0.1.0".to_owned()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Echo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageInput {
+    Http,
+    Data,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionSettings {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: OptionKind,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub default: Secret,
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptionKind {
+    Text,
+    Secret,
+    Select,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    pub name: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_tool_parameters")]
+    pub parameters: serde_json::Value,
+    #[serde(default = "default_true")]
+    pub expose: bool,
+}
+
+fn default_tool_parameters() -> serde_json::Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistorySettings {
+    #[serde(default = "default_history_types")]
+    pub types: Vec<HistoryType>,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        Self {
+            types: default_history_types(),
+        }
+    }
+}
+
+fn default_history_types() -> Vec<HistoryType> {
+    vec![HistoryType::Full, HistoryType::Compacted]
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryType {
+    Full,
+    Compacted,
+}
+
+impl HistoryType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryType::Full => "full",
+            HistoryType::Compacted => "compacted",
+        }
+    }
+}
+
+/// A configured secret: `Debug` prints `***`, so settings can be logged whole.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("\"\"")
+        } else {
+            f.write_str("\"***\"")
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    /// Environment variables are typed by their look: a numeric secret arrives as a number.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Scalar {
+            Str(String),
+            Int(i128),
+            Float(f64),
+            Bool(bool),
+        }
+        Ok(Secret(match Scalar::deserialize(deserializer)? {
+            Scalar::Str(s) => s,
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Float(f) => f.to_string(),
+            Scalar::Bool(b) => b.to_string(),
+        }))
+    }
+}
+
+/// A configuration that could not be loaded or is invalid; `key` names the culprit.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration at `{key}`: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<figment::Error> for ConfigError {
+    fn from(error: figment::Error) -> Self {
+        let mut path = error.path.clone();
+        if let figment::error::Kind::UnknownField(field, _) = &error.kind {
+            path.push(field.clone());
+        }
+        let key = path.join(".");
+        let message = error.kind.to_string();
+        let source = error
+            .metadata
+            .as_ref()
+            .map(|m| format!(" (from {})", m.name))
+            .unwrap_or_default();
+        ConfigError::new(
+            if key.is_empty() { "<root>".into() } else { key },
+            format!("{message}{source}"),
+        )
+    }
+}
+
+impl Settings {
+    /// Loads the embedded defaults, then `file` (which must exist if given), then the
+    /// environment, and validates the result.
+    pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+        if let Some(file) = file {
+            if !file.is_file() {
+                return Err(ConfigError::new(
+                    "--config",
+                    format!("{} is not a readable file", file.display()),
+                ));
+            }
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        figment = figment.merge(Env::prefixed("AGENTRY__").split("__"));
+        let settings: Settings = figment.extract()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Loads the embedded defaults with a TOML string layered on top, ignoring the
+    /// environment. For tests and tools that build a configuration in code.
+    pub fn from_toml(overrides: &str) -> Result<Settings, ConfigError> {
+        let settings: Settings = Figment::from(Toml::string(DEFAULT_TOML))
+            .merge(Toml::string(overrides))
+            .extract()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.server
+            .bind
+            .parse::<SocketAddr>()
+            .map_err(|e| ConfigError::new("server.bind", format!("not a socket address: {e}")))?;
+        if self.server.max_body_bytes < 1024 {
+            return Err(ConfigError::new(
+                "server.max_body_bytes",
+                "must be at least 1024",
+            ));
+        }
+        let url = self.database.url.expose();
+        if !(url.starts_with("sqlite:")
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://"))
+        {
+            return Err(ConfigError::new(
+                "database.url",
+                "must start with sqlite:, postgres:// or postgresql://",
+            ));
+        }
+        if self.database.max_connections == 0 {
+            return Err(ConfigError::new(
+                "database.max_connections",
+                "must be at least 1",
+            ));
+        }
+        self.auth.validate()?;
+        if !self.secrets.key.is_empty() {
+            crate::crypto::parse_key(self.secrets.key.expose())
+                .map_err(|message| ConfigError::new("secrets.key", message))?;
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log.level)
+            .map_err(|e| ConfigError::new("log.level", e.to_string()))?;
+        self.validate_agents()
+    }
+
+    fn validate_agents(&self) -> Result<(), ConfigError> {
+        if self.agents.is_empty() {
+            return Err(ConfigError::new("agents", "at least one agent is required"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, agent) in self.agents.iter().enumerate() {
+            let at = format!("agents[{i}]");
+            if !is_identifier(&agent.name) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    "must be 1-64 characters of A-Z a-z 0-9 . _ -",
+                ));
+            }
+            if !names.insert(agent.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("agent `{}` is declared twice", agent.name),
+                ));
+            }
+            agent.validate(&at)?;
+        }
+        Ok(())
+    }
+}
+
+impl AuthSettings {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.jwt_secret.is_empty() && self.jwt_secret.expose().len() < 32 {
+            return Err(ConfigError::new(
+                "auth.jwt_secret",
+                "must be at least 32 bytes long",
+            ));
+        }
+        if let Some(i) = self
+            .jwt_previous_secrets
+            .iter()
+            .position(|s| s.expose().len() < 32)
+        {
+            return Err(ConfigError::new(
+                format!("auth.jwt_previous_secrets[{i}]"),
+                "must be at least 32 bytes long",
+            ));
+        }
+        for (key, value) in [
+            ("auth.token_ttl_seconds", self.token_ttl_seconds),
+            ("auth.api_key_ttl_seconds", self.api_key_ttl_seconds),
+        ] {
+            if value == 0 || value > MAX_TOKEN_TTL_SECONDS {
+                return Err(ConfigError::new(
+                    key,
+                    format!("must be between 1 and {MAX_TOKEN_TTL_SECONDS}"),
+                ));
+            }
+        }
+        if self.issuer.is_empty() {
+            return Err(ConfigError::new("auth.issuer", "must not be empty"));
+        }
+        if self.audience.is_empty() {
+            return Err(ConfigError::new("auth.audience", "must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+/// Ten years: no token outlives this.
+pub const MAX_TOKEN_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+impl AgentSettings {
+    fn validate(&self, at: &str) -> Result<(), ConfigError> {
+        let mut option_names = std::collections::HashSet::new();
+        for (j, option) in self.options.iter().enumerate() {
+            let at = format!("{at}.options[{j}]");
+            if !is_identifier(&option.name) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    "must be 1-64 characters of A-Z a-z 0-9 . _ -",
+                ));
+            }
+            if !option_names.insert(option.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("option `{}` is declared twice", option.name),
+                ));
+            }
+            match option.kind {
+                OptionKind::Select => {
+                    if option.options.is_empty() {
+                        return Err(ConfigError::new(
+                            format!("{at}.options"),
+                            "a select option needs at least one value",
+                        ));
+                    }
+                    if !option.options.iter().any(|o| o == option.default.expose()) {
+                        return Err(ConfigError::new(
+                            format!("{at}.default"),
+                            "must be one of the option's values",
+                        ));
+                    }
+                }
+                OptionKind::Text | OptionKind::Secret => {
+                    if !option.options.is_empty() {
+                        return Err(ConfigError::new(
+                            format!("{at}.options"),
+                            "only select options list values",
+                        ));
+                    }
+                }
+            }
+        }
+        let mut tool_names = std::collections::HashSet::new();
+        for (j, tool) in self.tools.iter().enumerate() {
+            let at = format!("{at}.tools[{j}]");
+            if !is_identifier(&tool.name) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    "must be 1-64 characters of A-Z a-z 0-9 . _ -",
+                ));
+            }
+            if !tool_names.insert(tool.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("tool `{}` is declared twice", tool.name),
+                ));
+            }
+            if !tool.parameters.is_object() {
+                return Err(ConfigError::new(
+                    format!("{at}.parameters"),
+                    "must be a JSON Schema object",
+                ));
+            }
+        }
+        if self.history.types.is_empty() {
+            return Err(ConfigError::new(
+                format!("{at}.history.types"),
+                "must list at least one of \"full\", \"compacted\"",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Names of agents, options and tools: short, printable, URL-safe.
+pub fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_are_valid() {
+        let settings = Settings::from_toml("").expect("defaults load");
+        assert_eq!(settings.server.bind, "127.0.0.1:8080");
+        assert!(settings.database.url.expose().starts_with("sqlite:"));
+        assert_eq!(settings.agents[0].name, "echo");
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = Settings::from_toml("[server]\nbindd = \"x\"").unwrap_err();
+        assert_eq!(err.key, "server.bindd");
+        assert!(err.message.contains("bindd"), "{}", err.message);
+    }
+
+    #[test]
+    fn invalid_values_name_their_key() {
+        let err = Settings::from_toml("[server]\nbind = \"nowhere\"").unwrap_err();
+        assert_eq!(err.key, "server.bind");
+        let err = Settings::from_toml("[auth]\ntoken_ttl_seconds = \"soon\"").unwrap_err();
+        assert_eq!(err.key, "auth.token_ttl_seconds");
+        let err = Settings::from_toml(
+            "[[agents]]\nname = \"a\"\nprovider = \"echo\"\n[[agents.options]]\nname = \"m\"\ntype = \"select\"\noptions = [\"x\"]\ndefault = \"y\"",
+        )
+        .unwrap_err();
+        assert_eq!(err.key, "agents[0].options[0].default");
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let secret = Secret::new("hunter2-hunter2");
+        assert_eq!(format!("{secret:?}"), "\"***\"");
+        let settings = Settings::from_toml("[auth]\nadmin_secret = \"hunter2-hunter2\"").unwrap();
+        assert!(!format!("{settings:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,172 @@
+//! The one error type of the HTTP API: a stable code, a message, and for validation
+//! errors the field at fault. Every rejection, extractor failures included, renders as
+//! `{"error": {"code", "message", "field"?}}`.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+
+use crate::model::FieldError;
+use crate::store::StoreError;
+
+/// Every error code the API returns, and its HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidRequest,
+    InvalidJson,
+    InvalidQuery,
+    MissingToken,
+    InvalidToken,
+    InvalidCredentials,
+    Forbidden,
+    TenantSuspended,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    Internal,
+    NotImplemented,
+    Unavailable,
+}
+
+impl ErrorCode {
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidRequest | ErrorCode::InvalidJson | ErrorCode::InvalidQuery => {
+                StatusCode::BAD_REQUEST
+            }
+            ErrorCode::MissingToken | ErrorCode::InvalidToken | ErrorCode::InvalidCredentials => {
+                StatusCode::UNAUTHORIZED
+            }
+            ErrorCode::Forbidden | ErrorCode::TenantSuspended => StatusCode::FORBIDDEN,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: ErrorObject<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorObject<'a> {
+    code: ErrorCode,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// A 400 `invalid_request` naming the field at fault.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        let field = field.into();
+        let message = format!("{field}: {}", message.into());
+        Self {
+            code: ErrorCode::InvalidRequest,
+            message,
+            field: Some(field),
+        }
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("{what} not found"))
+    }
+
+    /// Logs the whole cause chain once and answers an opaque 500.
+    pub fn internal(error: impl Into<anyhow::Error>) -> Self {
+        let error = error.into();
+        tracing::error!(error = format!("{error:#}"), "internal error");
+        Self::new(ErrorCode::Internal, "internal error")
+    }
+}
+
+impl From<FieldError> for ApiError {
+    fn from(error: FieldError) -> Self {
+        ApiError::invalid(error.field, error.message)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound => ApiError::new(ErrorCode::NotFound, "not found"),
+            StoreError::Conflict(what) => {
+                ApiError::new(ErrorCode::Conflict, format!("already exists ({what})"))
+            }
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+/// Maps a store `NotFound` to a 404 naming what was missing.
+pub trait OrNotFound<T> {
+    fn or_not_found(self, what: &str) -> Result<T, ApiError>;
+}
+
+impl<T> OrNotFound<T> for Result<T, StoreError> {
+    fn or_not_found(self, what: &str) -> Result<T, ApiError> {
+        self.map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found(what),
+            other => other.into(),
+        })
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status_code());
+        if matches!(self.code, ErrorCode::MissingToken | ErrorCode::InvalidToken) {
+            response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+        }
+        response.json(ErrorBody {
+            error: ErrorObject {
+                code: self.code,
+                message: &self.message,
+                field: self.field.as_deref(),
+            },
+        })
+    }
+}
+
+impl From<crate::engine::EngineError> for ApiError {
+    fn from(error: crate::engine::EngineError) -> Self {
+        use crate::engine::EngineError;
+        match error {
+            EngineError::Invalid(field) => field.into(),
+            EngineError::NotFound(what) => ApiError::not_found(what),
+            EngineError::Store(store) => store.into(),
+            EngineError::Sealed(sealed) => ApiError::internal(sealed),
+        }
+    }
+}

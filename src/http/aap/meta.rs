@@ -1,0 +1,81 @@
+//! `GET /meta`: the agents this server hosts and what each can really do.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Map, Value, json};
+
+use super::wire::{AgentInfo, AgentOption, MetaResponse};
+use crate::agents::Agent;
+use crate::app::AppState;
+use crate::auth;
+use crate::config::{ImageInput, OptionKind};
+use crate::engine::REDACTED;
+use crate::error::ApiError;
+
+pub async fn get_meta(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    if !state.settings.auth.public_meta {
+        auth::authenticate(&state, &req).await?;
+    }
+    let agents = state.agents.iter().map(|a| agent_info(a)).collect();
+    Ok(HttpResponse::Ok().json(MetaResponse { version: 3, agents }))
+}
+
+fn agent_info(agent: &Agent) -> AgentInfo {
+    let settings = agent.settings();
+    AgentInfo {
+        name: settings.name.clone(),
+        title: settings.title.clone(),
+        version: settings.version.clone(),
+        description: settings.description.clone(),
+        tools: agent.exposed_tools().collect(),
+        options: settings
+            .options
+            .iter()
+            .map(|o| AgentOption {
+                kind: o.kind,
+                name: o.name.clone(),
+                title: o.title.clone(),
+                description: o.description.clone(),
+                options: (o.kind == OptionKind::Select).then(|| o.options.clone()),
+                default: match o.kind {
+                    OptionKind::Secret if !o.default.is_empty() => REDACTED.to_owned(),
+                    _ => o.default.expose().to_owned(),
+                },
+            })
+            .collect(),
+        capabilities: capabilities(agent),
+    }
+}
+
+/// Only what is true: the history types the agent declares and the image inputs it takes.
+fn capabilities(agent: &Agent) -> Value {
+    let settings = agent.settings();
+    let mut capabilities = Map::new();
+    let history: Map<String, Value> = settings
+        .history
+        .types
+        .iter()
+        .map(|t| (t.as_str().to_owned(), json!({})))
+        .collect();
+    capabilities.insert("history".into(), Value::Object(history));
+    let image: Map<String, Value> = settings
+        .image_inputs
+        .iter()
+        .map(|i| {
+            let key = match i {
+                ImageInput::Http => "http",
+                ImageInput::Data => "data",
+            };
+            (key.to_owned(), json!({}))
+        })
+        .collect();
+    if !image.is_empty() {
+        capabilities.insert("image".into(), Value::Object(image));
+    }
+    if agent.accepts_client_tools() {
+        capabilities.insert("application".into(), json!({"tools": {}}));
+    }
+    Value::Object(capabilities)
+}

@@ -1,0 +1,104 @@
+//! `/admin/tenants`: create, list, read, update, delete.
+
+use actix_web::{HttpResponse, web};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::tenant_id;
+use crate::app::AppState;
+use crate::auth::{self, AdminAuth};
+use crate::error::{ApiError, OrNotFound};
+use crate::http::pagination::{ListQuery, next_cursor};
+use crate::http::parse_json;
+use crate::model::{Tenant, TenantStatus};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateTenant {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateTenant {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    status: Option<TenantStatus>,
+}
+
+#[derive(Serialize)]
+struct TenantList {
+    tenants: Vec<Tenant>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+}
+
+pub async fn create_tenant(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let request: CreateTenant = parse_json(body.into_inner())?;
+    let tenant = auth::create_tenant(&state, &request.name).await?;
+    tracing::info!(tenant_id = %tenant.id, "tenant created");
+    Ok(HttpResponse::Created().json(tenant))
+}
+
+pub async fn list_tenants(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let cursor = query.cursor()?;
+    let (tenants, more) = state.store.list_tenants(cursor.page()).await?;
+    let next = next_cursor(&tenants, more, |t| t.id.as_str());
+    Ok(HttpResponse::Ok().json(TenantList { tenants, next }))
+}
+
+pub async fn get_tenant(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = tenant_id(&path)?;
+    let tenant = state.store.get_tenant(&id).await.or_not_found("tenant")?;
+    Ok(HttpResponse::Ok().json(tenant))
+}
+
+pub async fn update_tenant(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let id = tenant_id(&path)?;
+    let request: UpdateTenant = parse_json(body.into_inner())?;
+    let name = request
+        .name
+        .as_deref()
+        .map(auth::validate_tenant_name)
+        .transpose()?;
+    let tenant = state
+        .store
+        .update_tenant(&id, name.as_deref(), request.status)
+        .await
+        .or_not_found("tenant")?;
+    tracing::info!(tenant_id = %tenant.id, status = %tenant.status, "tenant updated");
+    Ok(HttpResponse::Ok().json(tenant))
+}
+
+pub async fn delete_tenant(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = tenant_id(&path)?;
+    state
+        .store
+        .delete_tenant(&id)
+        .await
+        .or_not_found("tenant")?;
+    tracing::info!(tenant_id = %id, "tenant deleted with all its data");
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,62 @@
+//! `/admin/tenants/{id}/tokens`: long-lived tenant tokens ("API keys") and their revocation.
+
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+
+use super::existing_tenant;
+use crate::app::AppState;
+use crate::auth::{self, AdminAuth};
+use crate::error::{ApiError, OrNotFound};
+use crate::http::parse_optional_json;
+use crate::model::TokenId;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct IssueToken {
+    #[serde(default)]
+    ttl_seconds: Option<u64>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+pub async fn issue_token(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = existing_tenant(&state, &path).await?;
+    let request: IssueToken = parse_optional_json(&body)?;
+    let issued = auth::issue_api_token(&state, &tenant, request.ttl_seconds, request.name).await?;
+    tracing::info!(tenant_id = %tenant, jti = %issued.record.jti, "API token issued");
+    Ok(HttpResponse::Created()
+        .insert_header(("Cache-Control", "no-store"))
+        .json(issued))
+}
+
+pub async fn list_tokens(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let tenant = existing_tenant(&state, &path).await?;
+    let tokens = state.store.list_api_tokens(&tenant).await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "tokens": tokens })))
+}
+
+pub async fn revoke_token(
+    _: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (tenant, jti) = path.into_inner();
+    let tenant = existing_tenant(&state, &tenant).await?;
+    let jti: TokenId = jti.parse().map_err(|_| ApiError::not_found("token"))?;
+    state
+        .store
+        .revoke_api_token(&tenant, &jti)
+        .await
+        .or_not_found("token")?;
+    tracing::info!(tenant_id = %tenant, jti = %jti, "API token revoked");
+    Ok(HttpResponse::NoContent().finish())
+}

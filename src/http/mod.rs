@@ -1,0 +1,141 @@
+//! The HTTP surface: every route is listed here; handlers live beside their face.
+
+mod aap;
+mod admin;
+mod body;
+mod login;
+mod ops;
+mod pagination;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::StatusCode;
+use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
+use actix_web::{HttpResponse, ResponseError, web};
+use tracing::Span;
+use tracing_actix_web::{DefaultRootSpanBuilder, RootSpanBuilder};
+
+use crate::config::Settings;
+use crate::error::{ApiError, ErrorCode};
+
+pub use body::{parse_json, parse_optional_json};
+
+/// Registers every route.
+pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
+    let limit = settings.server.max_body_bytes;
+    cfg.app_data(body::json_config(limit))
+        .app_data(web::PayloadConfig::new(limit))
+        .app_data(body::query_config())
+        .app_data(body::path_config())
+        // operations
+        .route("/healthz", web::get().to(ops::healthz))
+        .route("/readyz", web::get().to(ops::readyz))
+        // authentication
+        .route("/auth/token", web::post().to(login::issue_token))
+        // administration
+        .service(
+            web::scope("/admin")
+                .service(
+                    web::resource("/tenants")
+                        .get(admin::tenants::list_tenants)
+                        .post(admin::tenants::create_tenant),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}")
+                        .get(admin::tenants::get_tenant)
+                        .patch(admin::tenants::update_tenant)
+                        .delete(admin::tenants::delete_tenant),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/credentials")
+                        .get(admin::credentials::list_credentials)
+                        .post(admin::credentials::create_credential),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/credentials/{client_id}")
+                        .delete(admin::credentials::delete_credential),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/tokens")
+                        .get(admin::tokens::list_tokens)
+                        .post(admin::tokens::issue_token),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/tokens/{jti}")
+                        .delete(admin::tokens::revoke_token),
+                ),
+        )
+        // AAP v3, at the root
+        .route("/meta", web::get().to(aap::meta::get_meta))
+        .service(
+            web::resource("/sessions")
+                .get(aap::sessions::list_sessions)
+                .post(aap::sessions::create_session),
+        )
+        .service(
+            web::resource("/sessions/{session_id}")
+                .get(aap::sessions::get_session)
+                .delete(aap::sessions::delete_session),
+        )
+        .service(web::resource("/sessions/{session_id}/history").get(aap::history::get_history))
+        .service(web::resource("/sessions/{session_id}/turns").post(aap::turns::post_turn))
+        .default_service(web::to(not_found));
+}
+
+async fn not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::new(ErrorCode::NotFound, "no such route"))
+}
+
+/// Turns rejections produced outside our handlers (405, 413 from the payload extractor,
+/// …) into the same JSON error body as everything else.
+pub fn error_handlers<B: MessageBody + 'static>() -> ErrorHandlers<B> {
+    ErrorHandlers::new().default_handler(|response: ServiceResponse<B>| {
+        let is_json = response
+            .headers()
+            .get(actix_web::http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+        if is_json {
+            return Ok(ErrorHandlerResponse::Response(
+                response.map_into_left_body(),
+            ));
+        }
+        let status = response.status();
+        let error = match status {
+            StatusCode::METHOD_NOT_ALLOWED => ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                "method not allowed on this route",
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
+            }
+            StatusCode::NOT_FOUND => ApiError::new(ErrorCode::NotFound, "not found"),
+            s if s.is_client_error() => ApiError::new(
+                ErrorCode::InvalidRequest,
+                s.canonical_reason().unwrap_or("bad request"),
+            ),
+            _ => ApiError::new(ErrorCode::Internal, "internal error"),
+        };
+        let (request, _) = response.into_parts();
+        let mut replacement: HttpResponse<BoxBody> = error.error_response();
+        *replacement.status_mut() = status;
+        Ok(ErrorHandlerResponse::Response(
+            ServiceResponse::new(request, replacement).map_into_right_body::<B>(),
+        ))
+    })
+}
+
+/// The request span: method, route, status and, once authenticated, the tenant.
+pub struct RequestSpan;
+
+impl RootSpanBuilder for RequestSpan {
+    fn on_request_start(request: &ServiceRequest) -> Span {
+        tracing_actix_web::root_span!(request, tenant_id = tracing::field::Empty)
+    }
+
+    fn on_request_end<B: MessageBody>(
+        span: Span,
+        outcome: &Result<ServiceResponse<B>, actix_web::Error>,
+    ) {
+        DefaultRootSpanBuilder::on_request_end(span, outcome);
+    }
+}

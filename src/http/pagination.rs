@@ -1,0 +1,74 @@
+//! Opaque list cursors and the `?after=&limit=` query every list route takes.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::store::Page;
+
+pub const DEFAULT_LIMIT: u32 = 50;
+pub const MAX_LIMIT: u32 = 200;
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    pub after: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// A decoded `ListQuery`.
+pub struct Cursor {
+    after: Option<String>,
+    limit: u32,
+}
+
+impl ListQuery {
+    pub fn cursor(&self) -> Result<Cursor, ApiError> {
+        let limit = self.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("limit: must be between 1 and {MAX_LIMIT}"),
+            ));
+        }
+        let after = match self.after.as_deref() {
+            None | Some("") => None,
+            Some(cursor) => Some(decode(cursor).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidQuery,
+                    "after: not a cursor this server issued",
+                )
+            })?),
+        };
+        Ok(Cursor { after, limit })
+    }
+}
+
+impl Cursor {
+    pub fn page(&self) -> Page<'_> {
+        Page {
+            after: self.after.as_deref(),
+            limit: self.limit,
+        }
+    }
+}
+
+/// The cursor that continues after the item with this id.
+pub fn encode(last_id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("v1:{last_id}"))
+}
+
+fn decode(cursor: &str) -> Option<String> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    text.strip_prefix("v1:").map(str::to_owned)
+}
+
+/// `next` for a page: the last item's cursor when more follow.
+pub fn next_cursor<T>(items: &[T], more: bool, id: impl Fn(&T) -> &str) -> Option<String> {
+    if more {
+        items.last().map(|last| encode(id(last)))
+    } else {
+        None
+    }
+}

@@ -1,0 +1,17 @@
+//! agentry: a self-hosted, persistent, multi-tenant agent platform.
+
+pub mod agents;
+pub mod app;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod crypto;
+pub mod engine;
+pub mod error;
+pub mod http;
+pub mod model;
+pub mod store;
+pub mod telemetry;
+
+pub use app::{App, AppState};
+pub use config::Settings;

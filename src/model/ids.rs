@@ -1,0 +1,121 @@
+//! Typed, prefixed, unguessable identifiers.
+//!
+//! An id is its prefix and the 32 hex digits of a UUIDv7: time-ordered (so lists sort by
+//! creation), with 74 random bits, and never a sequential integer.
+
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! typed_id {
+    ($(#[$meta:meta])* $name:ident, $prefix:literal) => {
+        $(#[$meta])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::Type)]
+        #[sqlx(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub const PREFIX: &'static str = $prefix;
+
+            pub fn generate() -> Self {
+                Self(format!("{}{}", $prefix, uuid::Uuid::now_v7().simple()))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = InvalidId;
+
+            fn from_str(s: &str) -> Result<Self, InvalidId> {
+                let hex = s.strip_prefix($prefix).ok_or(InvalidId)?;
+                if hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                    Ok(Self(s.to_owned()))
+                } else {
+                    Err(InvalidId)
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(|_| {
+                    serde::de::Error::custom(format!("not a valid {} id", $prefix.trim_end_matches('_')))
+                })
+            }
+        }
+    };
+}
+
+typed_id!(
+    /// A tenant: the unit of isolation.
+    TenantId,
+    "ten_"
+);
+typed_id!(
+    /// A tenant's client credential; also its `client_id`.
+    CredentialId,
+    "cred_"
+);
+typed_id!(
+    /// A token's `jti`.
+    TokenId,
+    "tok_"
+);
+typed_id!(
+    /// A conversation with one agent.
+    SessionId,
+    "sess_"
+);
+
+/// A string that is not an id of the expected kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("malformed identifier")]
+pub struct InvalidId;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_check_their_prefix() {
+        let id = SessionId::generate();
+        assert!(id.as_str().starts_with("sess_"));
+        assert_eq!(id.as_str().parse::<SessionId>().unwrap(), id);
+        assert!(id.as_str().parse::<TenantId>().is_err());
+        assert!("sess_123".parse::<SessionId>().is_err());
+        assert!(
+            "sess_0123456789ABCDEF0123456789abcdef"
+                .parse::<SessionId>()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn ids_sort_by_creation() {
+        let ids: Vec<SessionId> = (0..100).map(|_| SessionId::generate()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+    }
+}

@@ -1,0 +1,32 @@
+//! The engine's vocabulary, shared by every protocol face and the store.
+
+mod ids;
+mod message;
+mod session;
+mod tenant;
+
+pub use ids::{CredentialId, InvalidId, SessionId, TenantId, TokenId};
+pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
+pub use session::{ServerToolRef, Session, ToolSpec};
+pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};
+
+/// An input that failed validation: which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn missing(field: impl Into<String>) -> Self {
+        Self::new(field, "is required")
+    }
+}

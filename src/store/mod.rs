@@ -1,0 +1,176 @@
+//! Persistence: one store over SQLite or PostgreSQL, chosen by the database URL.
+//!
+//! Every statement is plain SQL with `$N` placeholders and runs unchanged on both backends
+//! unless a method says otherwise; [`with_db!`] runs a statement against whichever pool is
+//! configured. Every method that touches tenant data takes the tenant first and filters on it.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::config::DatabaseSettings;
+
+mod credentials;
+mod history;
+mod keys;
+mod migrate;
+mod sessions;
+mod tenants;
+mod tokens;
+
+pub use credentials::LoginCredential;
+pub use tenants::AuthState;
+
+/// Runs `$body` with `$pool` bound to the configured pool: the same SQL on both backends.
+macro_rules! with_db {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match &$store.db {
+            $crate::store::Db::Sqlite($pool) => $body,
+            $crate::store::Db::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use with_db;
+
+#[derive(Debug, Clone)]
+pub(crate) enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: Db,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("migration failed: {0}")]
+    Migration(String),
+    #[error(transparent)]
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        match &error {
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                StoreError::Conflict(db.constraint().unwrap_or("unique").to_owned())
+            }
+            sqlx::Error::Database(db) if db.is_foreign_key_violation() => StoreError::NotFound,
+            _ => StoreError::Database(error),
+        }
+    }
+}
+
+impl From<serde_json::Error> for StoreError {
+    fn from(error: serde_json::Error) -> Self {
+        StoreError::Corrupt(error.to_string())
+    }
+}
+
+/// Which backend a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Store {
+    /// Opens the database named by `settings.url`, creating a SQLite file (and its
+    /// directory) if missing. Does not migrate.
+    pub async fn connect(settings: &DatabaseSettings) -> Result<Store, StoreError> {
+        let url = settings.url.expose();
+        let db = if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .foreign_keys(true)
+                .busy_timeout(Duration::from_millis(settings.sqlite_busy_timeout_ms));
+            create_parent_dir(options.get_filename())?;
+            let pool = SqlitePoolOptions::new()
+                .max_connections(settings.max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options)
+                .await?;
+            Db::Sqlite(pool)
+        } else {
+            let options = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(settings.max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options)
+                .await?;
+            Db::Postgres(pool)
+        };
+        Ok(Store { db })
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.db {
+            Db::Sqlite(_) => Backend::Sqlite,
+            Db::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Whether the database answers a trivial query.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        with_db!(self, |pool| sqlx::query("SELECT 1")
+            .execute(pool)
+            .await
+            .map(|_| ()))?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        with_db!(self, |pool| pool.close().await);
+    }
+}
+
+fn create_parent_dir(file: &Path) -> Result<(), StoreError> {
+    let is_memory = file.as_os_str().is_empty() || file == Path::new(":memory:");
+    match file.parent() {
+        Some(dir) if !is_memory && !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)
+            .map_err(|e| {
+                StoreError::Database(sqlx::Error::Configuration(
+                    format!("cannot create database directory {}: {e}", dir.display()).into(),
+                ))
+            }),
+        _ => Ok(()),
+    }
+}
+
+/// Keyset pagination: a page of items and whether more follow.
+#[derive(Debug, Clone, Copy)]
+pub struct Page<'a> {
+    /// Only items strictly after (older than) this id.
+    pub after: Option<&'a str>,
+    pub limit: u32,
+}
+
+impl Page<'_> {
+    /// The `LIMIT` to ask for: one more than the page, to learn whether another follows.
+    fn fetch_limit(&self) -> i64 {
+        i64::from(self.limit) + 1
+    }
+}
+
+/// Splits a fetched `limit + 1` rows into the page and whether there is a next one.
+fn finish_page<T>(mut rows: Vec<T>, page: Page<'_>) -> (Vec<T>, bool) {
+    let more = rows.len() > page.limit as usize;
+    rows.truncate(page.limit as usize);
+    (rows, more)
+}

@@ -1,0 +1,148 @@
+//! Sessions and the seed messages they are created with.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use super::{Page, Store, StoreError, finish_page, with_db};
+use crate::model::{HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec};
+
+#[derive(sqlx::FromRow)]
+struct SessionRow {
+    id: SessionId,
+    tenant_id: TenantId,
+    agent: String,
+    server_tools: Json<Vec<ServerToolRef>>,
+    options: Json<BTreeMap<String, String>>,
+    sealed_options: Json<BTreeMap<String, String>>,
+    client_tools: Json<Vec<ToolSpec>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<SessionRow> for Session {
+    fn from(row: SessionRow) -> Self {
+        Session {
+            id: row.id,
+            tenant_id: row.tenant_id,
+            agent: row.agent,
+            server_tools: row.server_tools.0,
+            options: row.options.0,
+            sealed_options: row.sealed_options.0,
+            client_tools: row.client_tools.0,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+const SESSION_COLUMNS: &str = "id, tenant_id, agent, server_tools, options, sealed_options, \
+                               client_tools, created_at, updated_at";
+
+impl Store {
+    /// Records a new session and its seed messages (into both histories) atomically.
+    pub async fn insert_session(
+        &self,
+        tenant: &TenantId,
+        session: &Session,
+        seed: &[HistoryMessage],
+    ) -> Result<(), StoreError> {
+        with_db!(self, |pool| {
+            let mut tx = pool.begin().await?;
+            sqlx::query(
+                "INSERT INTO sessions (id, tenant_id, agent, server_tools, options, \
+                 sealed_options, client_tools, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+            )
+            .bind(&session.id)
+            .bind(tenant)
+            .bind(&session.agent)
+            .bind(Json(&session.server_tools))
+            .bind(Json(&session.options))
+            .bind(Json(&session.sealed_options))
+            .bind(Json(&session.client_tools))
+            .bind(session.created_at)
+            .execute(&mut *tx)
+            .await?;
+            for (position, message) in seed.iter().enumerate() {
+                for insert in [
+                    "INSERT INTO history (tenant_id, session_id, position, message, created_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO compacted_history \
+                     (tenant_id, session_id, position, message, created_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                ] {
+                    sqlx::query(insert)
+                        .bind(tenant)
+                        .bind(&session.id)
+                        .bind(position as i64)
+                        .bind(Json(message))
+                        .bind(session.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await
+        })?;
+        Ok(())
+    }
+
+    pub async fn get_session(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Session, StoreError> {
+        let row: SessionRow = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 AND id = $2"
+            )))
+            .bind(tenant)
+            .bind(session)
+            .fetch_one(pool)
+            .await
+        })?;
+        Ok(row.into())
+    }
+
+    /// The tenant's sessions, newest first.
+    pub async fn list_sessions(
+        &self,
+        tenant: &TenantId,
+        page: Page<'_>,
+    ) -> Result<(Vec<Session>, bool), StoreError> {
+        let rows: Vec<SessionRow> = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 \
+                 AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3"
+            )))
+            .bind(tenant)
+            .bind(page.after.unwrap_or(""))
+            .bind(page.fetch_limit())
+            .fetch_all(pool)
+            .await
+        })?;
+        let (rows, more) = finish_page(rows, page);
+        Ok((rows.into_iter().map(Session::from).collect(), more))
+    }
+
+    /// Deletes the session and, by cascade, its histories.
+    pub async fn delete_session(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<(), StoreError> {
+        let result = with_db!(self, |pool| {
+            sqlx::query("DELETE FROM sessions WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(session)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        if result == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+}
