@@ -154,6 +154,11 @@ impl App {
         self.port
     }
 
+    /// Stops the server from outside (tests, signal handlers).
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
     pub fn state(&self) -> Arc<AppState> {
         self.state.clone().into_inner()
     }

@@ -263,11 +263,7 @@ impl ConfigError {
 
 impl From<figment::Error> for ConfigError {
     fn from(error: figment::Error) -> Self {
-        let mut path = error.path.clone();
-        if let figment::error::Kind::UnknownField(field, _) = &error.kind {
-            path.push(field.clone());
-        }
-        let key = path.join(".");
+        let key = error.path.join(".");
         let message = error.kind.to_string();
         let source = error
             .metadata
@@ -304,9 +300,16 @@ impl Settings {
     /// Loads the embedded defaults with a TOML string layered on top, ignoring the
     /// environment. For tests and tools that build a configuration in code.
     pub fn from_toml(overrides: &str) -> Result<Settings, ConfigError> {
-        let settings: Settings = Figment::from(Toml::string(DEFAULT_TOML))
-            .merge(Toml::string(overrides))
-            .extract()?;
+        Self::from_toml_layers(&[overrides])
+    }
+
+    /// Like [`Settings::from_toml`], with several layers applied in order.
+    pub fn from_toml_layers(layers: &[&str]) -> Result<Settings, ConfigError> {
+        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+        for layer in layers {
+            figment = figment.merge(Toml::string(layer));
+        }
+        let settings: Settings = figment.extract()?;
         settings.validate()?;
         Ok(settings)
     }

@@ -82,12 +82,6 @@ impl Agent {
         }
 
         let client_tools = request.client_tools.unwrap_or_default();
-        if !client_tools.is_empty() && !self.accepts_client_tools() {
-            return Err(FieldError::new(
-                "tools",
-                format!("agent `{}` does not accept client tools", self.name()),
-            ));
-        }
         let mut client_names = HashSet::new();
         for (i, tool) in client_tools.iter().enumerate() {
             let field = format!("tools[{i}].name");
@@ -116,6 +110,13 @@ impl Agent {
                     "must be a JSON Schema object",
                 ));
             }
+        }
+
+        if !client_tools.is_empty() && !self.accepts_client_tools() {
+            return Err(FieldError::new(
+                "tools",
+                format!("agent `{}` does not accept client tools", self.name()),
+            ));
         }
 
         Ok(ResolvedSessionConfig {

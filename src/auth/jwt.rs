@@ -111,7 +111,7 @@ impl TokenKeys {
         credential: Option<&CredentialId>,
     ) -> SignedToken {
         let jti = TokenId::generate();
-        let issued_at = Utc::now();
+        let issued_at = crate::model::now();
         let ttl = i64::try_from(ttl_seconds).unwrap_or(i64::MAX);
         let exp = issued_at.timestamp().saturating_add(ttl);
         let claims = Claims {

@@ -2,8 +2,6 @@
 
 use std::sync::OnceLock;
 
-use chrono::Utc;
-
 use super::{ADMIN_SUBJECT, Role, SignedToken};
 use crate::app::AppState;
 use crate::config::MAX_TOKEN_TTL_SECONDS;
@@ -36,7 +34,7 @@ pub async fn create_tenant(state: &AppState, name: &str) -> Result<Tenant, ApiEr
         id: TenantId::generate(),
         name: validate_tenant_name(name)?,
         status: TenantStatus::Active,
-        created_at: Utc::now(),
+        created_at: crate::model::now(),
     };
     match state.store.insert_tenant(&tenant).await {
         Err(StoreError::Conflict(_)) => Err(ApiError::new(
@@ -76,7 +74,7 @@ pub async fn create_credential(
         client_id: CredentialId::generate(),
         tenant_id: tenant.clone(),
         name,
-        created_at: Utc::now(),
+        created_at: crate::model::now(),
     };
     state
         .store

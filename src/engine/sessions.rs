@@ -71,7 +71,7 @@ pub async fn create_session(
             (name.clone(), sealed)
         })
         .collect();
-    let now = Utc::now();
+    let now = crate::model::now();
     let session = Session {
         id,
         tenant_id: tenant.clone(),

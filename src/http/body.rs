@@ -53,8 +53,23 @@ pub fn path_config() -> web::PathConfig {
 pub fn parse_json<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
-        let field = if path == "." { "body".to_owned() } else { path };
-        ApiError::invalid(field, error.inner().to_string())
+        let message = error.inner().to_string();
+        // serde reports a missing field at its parent; name the field itself.
+        let missing = message.strip_prefix("missing field `");
+        let unknown = message.strip_prefix("unknown field `");
+        let named = missing.and_then(|rest| rest.split('`').next());
+        let field = match (path.as_str(), named) {
+            (".", Some(name)) => name.to_owned(),
+            (".", None) => "body".to_owned(),
+            (_, Some(name)) => format!("{path}.{name}"),
+            (_, None) => path,
+        };
+        let message = match (missing, unknown) {
+            (Some(_), _) => "is required".to_owned(),
+            (_, Some(_)) => format!("is not a known field ({message})"),
+            _ => message,
+        };
+        ApiError::invalid(field, message)
     })
 }
 

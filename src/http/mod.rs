@@ -28,10 +28,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .app_data(body::query_config())
         .app_data(body::path_config())
         // operations
-        .route("/healthz", web::get().to(ops::healthz))
-        .route("/readyz", web::get().to(ops::readyz))
+        .service(web::resource("/healthz").get(ops::healthz))
+        .service(web::resource("/readyz").get(ops::readyz))
         // authentication
-        .route("/auth/token", web::post().to(login::issue_token))
+        .service(web::resource("/auth/token").post(login::issue_token))
         // administration
         .service(
             web::scope("/admin")
@@ -66,7 +66,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 ),
         )
         // AAP v3, at the root
-        .route("/meta", web::get().to(aap::meta::get_meta))
+        .service(web::resource("/meta").get(aap::meta::get_meta))
         .service(
             web::resource("/sessions")
                 .get(aap::sessions::list_sessions)

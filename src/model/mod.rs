@@ -30,3 +30,10 @@ impl FieldError {
         Self::new(field, "is required")
     }
 }
+
+/// The current time at the precision both databases store (microseconds), so a value
+/// returned on creation equals the value read back.
+pub fn now() -> chrono::DateTime<chrono::Utc> {
+    use chrono::SubsecRound;
+    chrono::Utc::now().trunc_subsecs(6)
+}

@@ -1,7 +1,5 @@
 //! Keys agentry generates for itself when the configuration names none.
 
-use chrono::Utc;
-
 use super::{Store, StoreError, with_db};
 
 impl Store {
@@ -19,7 +17,7 @@ impl Store {
             )
             .bind(purpose)
             .bind(candidate)
-            .bind(Utc::now())
+            .bind(crate::model::now())
             .execute(pool)
             .await?;
             sqlx::query_scalar("SELECT secret FROM instance_keys WHERE purpose = $1")

@@ -18,7 +18,7 @@ mod postgres_migrations {
 }
 
 /// Serializes migrations of several processes sharing one PostgreSQL database.
-const PG_MIGRATION_LOCK: i64 = 0x6167_656e_7472_79;
+const PG_MIGRATION_LOCK: i64 = 0x0061_6765_6e74_7279;
 
 struct Migrator<'a>(&'a Db);
 

@@ -104,7 +104,7 @@ impl Store {
             .bind(tenant)
             .bind(name)
             .bind(status.map(TenantStatus::as_str))
-            .bind(Utc::now())
+            .bind(crate::model::now())
             .fetch_one(pool)
             .await
         })?;

@@ -77,7 +77,7 @@ impl Store {
             )
             .bind(tenant)
             .bind(jti)
-            .bind(Utc::now())
+            .bind(crate::model::now())
             .execute(pool)
             .await
             .map(|r| r.rows_affected())

@@ -1,0 +1,16 @@
+//! Black-box tests of the HTTP API against the real application.
+
+mod helpers;
+mod process;
+
+mod admin;
+mod auth;
+mod deployment;
+mod errors;
+mod isolation;
+mod meta;
+mod persistence;
+mod quickstart;
+mod secrets;
+mod sessions;
+mod validation;

@@ -1,0 +1,87 @@
+//! The real `agentry` binary as a child process, for tests of what only a process has:
+//! the command line, start-up, signals, crashes.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+pub const BINARY: &str = env!("CARGO_BIN_EXE_agentry");
+
+/// A command of the binary with the environment a test controls.
+pub fn agentry(database_url: &str) -> Command {
+    let mut command = Command::new(BINARY);
+    command
+        .env_remove("AGENTRY_CONFIG")
+        .env_remove("RUST_LOG")
+        .env("AGENTRY__DATABASE__URL", database_url)
+        .env("AGENTRY__LOG__FORMAT", "json")
+        .env("AGENTRY__LOG__LEVEL", "info");
+    command
+}
+
+/// Runs a command to completion and returns its standard output; panics on failure.
+pub fn run_ok(command: &mut Command) -> String {
+    let output = command.output().expect("the binary runs");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `agentry serve` on a free port.
+pub struct ServerProcess {
+    child: Child,
+    pub address: String,
+    pub logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerProcess {
+    pub fn start(mut command: Command) -> ServerProcess {
+        command
+            .arg("serve")
+            .env("AGENTRY__SERVER__BIND", "127.0.0.1:0")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("agentry serve starts");
+        let stderr = child.stderr.take().unwrap();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (port_tx, port_rx) = mpsc::channel();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
+                    && event["fields"]["message"] == "agentry is listening"
+                {
+                    let _ = port_tx.send(event["fields"]["port"].as_u64().unwrap());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let port = match port_rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(port) => port,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("agentry serve did not start: {:?}", logs.lock().unwrap());
+            }
+        };
+        ServerProcess {
+            child,
+            address: format!("http://127.0.0.1:{port}"),
+            logs,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.address)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

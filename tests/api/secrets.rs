@@ -1,0 +1,130 @@
+//! Secret options: encrypted at rest, `"***"` in every read, absent from logs, and exactly
+//! recoverable by the engine.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{captured_logs, spawn_app};
+
+#[tokio::test]
+async fn a_secret_option_is_never_shown_but_decrypts_for_the_engine() {
+    let app = spawn_app().await;
+    let (tenant, token) = app.new_tenant().await;
+    let secret = format!("sk-live-{}", uuid::Uuid::new_v4().simple());
+
+    let session = app
+        .create_session(
+            &token,
+            json!({
+                "agent": {"name": "tooly", "options": {"api_key": secret, "model": "large"}},
+                "messages": [{"role": "user", "content": "hello"}]
+            }),
+        )
+        .await;
+    let defaulted = app
+        .create_session(&token, json!({"agent": {"name": "tooly"}}))
+        .await;
+
+    let mut bodies = Vec::new();
+    let single = app.get(&format!("/sessions/{session}"), &token).await;
+    assert_eq!(single.status, StatusCode::OK);
+    assert_eq!(single.body["agent"]["options"]["api_key"], "***");
+    assert_eq!(single.body["agent"]["options"]["model"], "large");
+    bodies.push(single.text);
+    let list = app.get("/sessions", &token).await;
+    for listed in list.body["sessions"].as_array().unwrap() {
+        assert_eq!(listed["agent"]["options"]["api_key"], "***");
+    }
+    bodies.push(list.text);
+    bodies.push(
+        app.get(&format!("/sessions/{session}/history?type=full"), &token)
+            .await
+            .text,
+    );
+    bodies.push(
+        app.get(&format!("/admin/tenants/{tenant}"), &app.admin_token)
+            .await
+            .text,
+    );
+    bodies.push(app.get("/admin/tenants", &app.admin_token).await.text);
+    bodies.push(
+        app.request(reqwest::Method::GET, "/meta", None, None)
+            .await
+            .text,
+    );
+    let default_read = app.get(&format!("/sessions/{defaulted}"), &token).await;
+    assert_eq!(default_read.body["agent"]["options"]["api_key"], "***");
+    bodies.push(default_read.text);
+    for body in &bodies {
+        assert!(!body.contains(&secret), "secret leaked in {body}");
+        assert!(
+            !body.contains("operator-default-key"),
+            "default secret leaked in {body}"
+        );
+    }
+
+    // Not in the logs, at debug level.
+    let logs = captured_logs();
+    assert!(logs.contains(&session), "the log capture works");
+    assert!(!logs.contains(&secret), "secret leaked into the logs");
+
+    // Not in the database in plaintext.
+    let tenant_id = tenant.parse().unwrap();
+    let stored = app
+        .state
+        .store
+        .get_session(&tenant_id, &session.parse().unwrap())
+        .await
+        .unwrap();
+    let sealed = &stored.sealed_options["api_key"];
+    assert!(sealed.starts_with("v1."));
+    assert!(!sealed.contains(&secret));
+    assert!(!stored.options.contains_key("api_key"));
+
+    // The engine reads it back exactly; the operator default applies when none was given.
+    let options = agentry::engine::open_secret_options(&app.state, &stored).unwrap();
+    assert_eq!(options["api_key"], secret);
+    assert_eq!(options["model"], "large");
+    assert_eq!(options["language"], "English");
+    let defaulted = app
+        .state
+        .store
+        .get_session(&tenant_id, &defaulted.parse().unwrap())
+        .await
+        .unwrap();
+    let options = agentry::engine::open_secret_options(&app.state, &defaulted).unwrap();
+    assert_eq!(options["api_key"], "operator-default-key");
+}
+
+#[tokio::test]
+async fn a_sealed_option_cannot_be_moved_to_another_session() {
+    let app = spawn_app().await;
+    let (tenant, token) = app.new_tenant().await;
+    let a = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "echo", "options": {"api_key": "a-key"}}}),
+        )
+        .await;
+    let b = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "echo", "options": {"api_key": "b-key"}}}),
+        )
+        .await;
+    let tenant_id = tenant.parse().unwrap();
+    let a = app
+        .state
+        .store
+        .get_session(&tenant_id, &a.parse().unwrap())
+        .await
+        .unwrap();
+    let mut b = app
+        .state
+        .store
+        .get_session(&tenant_id, &b.parse().unwrap())
+        .await
+        .unwrap();
+    b.sealed_options = a.sealed_options.clone();
+    assert!(agentry::engine::open_secret_options(&app.state, &b).is_err());
+}
