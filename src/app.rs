@@ -2,16 +2,19 @@
 
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::{App as ActixApp, HttpServer, web};
 use anyhow::Context;
+use tokio_util::sync::CancellationToken;
 use tracing_actix_web::TracingLogger;
 
 use crate::agents::Agents;
 use crate::auth::TokenKeys;
 use crate::config::Settings;
 use crate::crypto::{self, SecretBox};
+use crate::engine::Engine;
 use crate::http;
 use crate::store::Store;
 
@@ -27,6 +30,7 @@ pub struct AppState {
     pub agents: Agents,
     pub tokens: TokenKeys,
     pub secrets: SecretBox,
+    pub engine: Arc<Engine>,
 }
 
 impl AppState {
@@ -45,12 +49,19 @@ impl AppState {
         let tokens = load_token_keys(&settings, &store).await?;
         let secrets = load_secret_box(&settings, &store).await?;
         let agents = Agents::from_settings(&settings.agents);
+        let engine = Engine::new(
+            store.clone(),
+            agents.clone(),
+            secrets.clone(),
+            settings.engine.clone(),
+        );
         Ok(AppState {
             settings,
             store,
             agents,
             tokens,
             secrets,
+            engine,
         })
     }
 }
@@ -108,6 +119,7 @@ pub struct App {
     port: u16,
     server: Server,
     state: web::Data<AppState>,
+    stop: CancellationToken,
 }
 
 impl App {
@@ -116,6 +128,17 @@ impl App {
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on server.bind {}", settings.server.bind))?;
         let state = web::Data::new(AppState::init(settings).await?);
+        let recovered = state
+            .engine
+            .recover()
+            .await
+            .context("cannot recover the turns a previous run left unfinished")?;
+        if recovered > 0 {
+            tracing::warn!(
+                recovered,
+                "interrupted turns a previous run left unfinished"
+            );
+        }
         Self::with_state(listener, state)
     }
 
@@ -140,6 +163,8 @@ impl App {
                 .configure(|cfg| http::configure(cfg, &data.settings))
         })
         .workers(workers)
+        .disable_signals()
+        .shutdown_timeout(5)
         .listen(listener)?
         .run();
         tracing::info!(port, "agentry is listening");
@@ -147,6 +172,7 @@ impl App {
             port,
             server,
             state,
+            stop: CancellationToken::new(),
         })
     }
 
@@ -154,16 +180,51 @@ impl App {
         self.port
     }
 
-    /// Stops the server from outside (tests, signal handlers).
-    pub fn handle(&self) -> actix_web::dev::ServerHandle {
-        self.server.handle()
+    /// Cancelling this token shuts the app down as SIGTERM does.
+    pub fn stopper(&self) -> CancellationToken {
+        self.stop.clone()
     }
 
     pub fn state(&self) -> Arc<AppState> {
         self.state.clone().into_inner()
     }
 
+    /// Serves until SIGTERM, SIGINT or the stopper, then shuts down gracefully: no new
+    /// turns, running turns get `engine.shutdown_grace_seconds` to finish, the rest are
+    /// interrupted, streams end, connections close.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let handle = self.server.handle();
+        let mut server = tokio::spawn(self.server);
+        tokio::select! {
+            result = &mut server => return result.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+            _ = shutdown_signal() => tracing::info!("shutdown signal received"),
+            _ = self.stop.cancelled() => tracing::info!("shutdown requested"),
+        }
+        let grace = Duration::from_secs(self.state.settings.engine.shutdown_grace_seconds);
+        self.state.engine.shutdown(grace).await;
+        handle.stop(true).await;
+        let result = server
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        self.state.store.close().await;
+        tracing::info!("agentry stopped");
+        result
     }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("SIGTERM handler installs");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
 }

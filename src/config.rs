@@ -19,6 +19,7 @@ pub struct Settings {
     pub database: DatabaseSettings,
     pub auth: AuthSettings,
     pub secrets: SecretsSettings,
+    pub engine: EngineSettings,
     pub log: LogSettings,
     #[serde(default)]
     pub agents: Vec<AgentSettings>,
@@ -61,6 +62,18 @@ pub struct SecretsSettings {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct EngineSettings {
+    pub max_concurrent_turns: usize,
+    pub max_concurrent_turns_per_tenant: usize,
+    pub max_queued_turns: usize,
+    pub shutdown_grace_seconds: u64,
+    pub sse_keep_alive_seconds: u64,
+    pub max_batch_events: usize,
+    pub subscriber_buffer: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LogSettings {
     pub format: LogFormat,
     pub level: String,
@@ -96,6 +109,19 @@ pub struct AgentSettings {
     pub tools: Vec<ToolSettings>,
     #[serde(default)]
     pub history: HistorySettings,
+    /// `echo` provider: characters per delta.
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: usize,
+    /// `echo` provider: pause before each delta, in milliseconds.
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// `echo` provider: think aloud before answering.
+    #[serde(default)]
+    pub thinking: bool,
+}
+
+fn default_chunk_size() -> usize {
+    8
 }
 
 fn default_agent_version() -> String {
@@ -342,6 +368,7 @@ impl Settings {
             ));
         }
         self.auth.validate()?;
+        self.engine.validate()?;
         if !self.secrets.key.is_empty() {
             crate::crypto::parse_key(self.secrets.key.expose())
                 .map_err(|message| ConfigError::new("secrets.key", message))?;
@@ -415,6 +442,31 @@ impl AuthSettings {
     }
 }
 
+impl EngineSettings {
+    fn validate(&self) -> Result<(), ConfigError> {
+        for (key, value) in [
+            ("engine.max_concurrent_turns", self.max_concurrent_turns),
+            (
+                "engine.max_concurrent_turns_per_tenant",
+                self.max_concurrent_turns_per_tenant,
+            ),
+            ("engine.max_batch_events", self.max_batch_events),
+            ("engine.subscriber_buffer", self.subscriber_buffer),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(key, "must be at least 1"));
+            }
+        }
+        if self.sse_keep_alive_seconds == 0 {
+            return Err(ConfigError::new(
+                "engine.sse_keep_alive_seconds",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Ten years: no token outlives this.
 pub const MAX_TOKEN_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
 
@@ -481,6 +533,12 @@ impl AgentSettings {
                     "must be a JSON Schema object",
                 ));
             }
+        }
+        if self.chunk_size == 0 {
+            return Err(ConfigError::new(
+                format!("{at}.chunk_size"),
+                "must be at least 1",
+            ));
         }
         if self.history.types.is_empty() {
             return Err(ConfigError::new(

@@ -25,6 +25,10 @@ pub enum ErrorCode {
     NotFound,
     MethodNotAllowed,
     Conflict,
+    SessionBusy,
+    IdempotencyKeyReused,
+    QueueFull,
+    ShuttingDown,
     PayloadTooLarge,
     UnsupportedMediaType,
     Internal,
@@ -44,7 +48,10 @@ impl ErrorCode {
             ErrorCode::Forbidden | ErrorCode::TenantSuspended => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::Conflict | ErrorCode::SessionBusy => StatusCode::CONFLICT,
+            ErrorCode::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::QueueFull => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -60,6 +67,8 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     pub field: Option<String>,
+    /// Seconds after which a retry may succeed (`Retry-After`).
+    pub retry_after: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -81,7 +90,13 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
+    }
+
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// A 400 `invalid_request` naming the field at fault.
@@ -92,6 +107,7 @@ impl ApiError {
             code: ErrorCode::InvalidRequest,
             message,
             field: Some(field),
+            retry_after: None,
         }
     }
 
@@ -149,6 +165,9 @@ impl ResponseError for ApiError {
         if matches!(self.code, ErrorCode::MissingToken | ErrorCode::InvalidToken) {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
+        if let Some(seconds) = self.retry_after {
+            response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+        }
         response.json(ErrorBody {
             error: ErrorObject {
                 code: self.code,
@@ -167,6 +186,27 @@ impl From<crate::engine::EngineError> for ApiError {
             EngineError::NotFound(what) => ApiError::not_found(what),
             EngineError::Store(store) => store.into(),
             EngineError::Sealed(sealed) => ApiError::internal(sealed),
+            EngineError::SessionBusy => ApiError::new(
+                ErrorCode::SessionBusy,
+                "the session is running another turn; retry when it ends",
+            )
+            .retry_after(1),
+            EngineError::IdempotencyMismatch => ApiError::new(
+                ErrorCode::IdempotencyKeyReused,
+                "this Idempotency-Key was already used with a different request body",
+            ),
+            EngineError::QueueFull => ApiError::new(
+                ErrorCode::QueueFull,
+                "too many turns are waiting; retry later",
+            )
+            .retry_after(1),
+            EngineError::ShuttingDown => {
+                ApiError::new(ErrorCode::ShuttingDown, "the server is shutting down").retry_after(5)
+            }
+            EngineError::AgentUnavailable => ApiError::new(
+                ErrorCode::Conflict,
+                "the session's agent is no longer configured on this server",
+            ),
         }
     }
 }

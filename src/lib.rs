@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod http;
 pub mod model;
+pub mod providers;
 pub mod store;
 pub mod telemetry;
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::Agent;
 use crate::config::OptionKind;
-use crate::model::{FieldError, HistoryMessage, ServerToolRef, ToolSpec};
+use crate::model::{Content, FieldError, HistoryMessage, ImageSource, ServerToolRef, ToolSpec};
 
 /// A client's session configuration, parsed but not yet checked against the agent.
 #[derive(Debug, Clone, Default)]
@@ -27,41 +27,27 @@ pub struct ResolvedSessionConfig {
 }
 
 impl Agent {
-    /// Checks a new session's configuration and fills omitted options with their defaults.
-    pub fn resolve_new_session(
-        &self,
-        request: SessionConfigRequest,
-    ) -> Result<ResolvedSessionConfig, FieldError> {
-        let mut options = BTreeMap::new();
-        let mut secret_options = BTreeMap::new();
-        for (name, (kind, default)) in self.default_options() {
-            match kind {
-                OptionKind::Secret => secret_options.insert(name, default),
-                OptionKind::Text | OptionKind::Select => options.insert(name, default),
-            };
+    /// Checks one option value; returns the option's kind.
+    pub fn check_option(&self, name: &str, value: &str) -> Result<OptionKind, FieldError> {
+        let option = self.option(name).ok_or_else(|| {
+            FieldError::new(
+                format!("agent.options.{name}"),
+                format!("agent `{}` has no option `{name}`", self.name()),
+            )
+        })?;
+        if option.kind == OptionKind::Select && !option.options.iter().any(|o| o == value) {
+            return Err(FieldError::new(
+                format!("agent.options.{name}"),
+                format!("must be one of: {}", option.options.join(", ")),
+            ));
         }
-        for (name, value) in request.options {
-            let option = self.option(&name).ok_or_else(|| {
-                FieldError::new(
-                    format!("agent.options.{name}"),
-                    format!("agent `{}` has no option `{name}`", self.name()),
-                )
-            })?;
-            if option.kind == OptionKind::Select && !option.options.contains(&value) {
-                return Err(FieldError::new(
-                    format!("agent.options.{name}"),
-                    format!("must be one of: {}", option.options.join(", ")),
-                ));
-            }
-            match option.kind {
-                OptionKind::Secret => secret_options.insert(name, value),
-                OptionKind::Text | OptionKind::Select => options.insert(name, value),
-            };
-        }
+        Ok(option.kind)
+    }
 
-        let server_tools = request.server_tools.unwrap_or_default();
+    /// Server tools to enable: exposed by the agent, each once.
+    pub fn check_server_tools(&self, tools: &[ServerToolRef]) -> Result<(), FieldError> {
         let mut enabled = HashSet::new();
-        for (i, tool) in server_tools.iter().enumerate() {
+        for (i, tool) in tools.iter().enumerate() {
             let field = format!("agent.tools[{i}].name");
             if !self.is_exposed_tool(&tool.name) {
                 return Err(FieldError::new(
@@ -80,10 +66,13 @@ impl Agent {
                 ));
             }
         }
+        Ok(())
+    }
 
-        let client_tools = request.client_tools.unwrap_or_default();
-        let mut client_names = HashSet::new();
-        for (i, tool) in client_tools.iter().enumerate() {
+    /// Client tools: uniquely named, not named like a server tool, and accepted at all.
+    pub fn check_client_tools(&self, tools: &[ToolSpec]) -> Result<(), FieldError> {
+        let mut names = HashSet::new();
+        for (i, tool) in tools.iter().enumerate() {
             let field = format!("tools[{i}].name");
             if tool.name.is_empty() {
                 return Err(FieldError::new(field, "must not be empty"));
@@ -98,7 +87,7 @@ impl Agent {
                     ),
                 ));
             }
-            if !client_names.insert(tool.name.as_str()) {
+            if !names.insert(tool.name.as_str()) {
                 return Err(FieldError::new(
                     field,
                     format!("client tool `{}` is declared twice", tool.name),
@@ -111,14 +100,39 @@ impl Agent {
                 ));
             }
         }
-
-        if !client_tools.is_empty() && !self.accepts_client_tools() {
+        if !tools.is_empty() && !self.accepts_client_tools() {
             return Err(FieldError::new(
                 "tools",
                 format!("agent `{}` does not accept client tools", self.name()),
             ));
         }
+        Ok(())
+    }
 
+    /// Checks a new session's configuration and fills omitted options with their defaults.
+    pub fn resolve_new_session(
+        &self,
+        request: SessionConfigRequest,
+    ) -> Result<ResolvedSessionConfig, FieldError> {
+        let mut options = BTreeMap::new();
+        let mut secret_options = BTreeMap::new();
+        let provided = request.options.into_iter().map(|(name, value)| {
+            let kind = self.check_option(&name, &value)?;
+            Ok((name, (kind, value)))
+        });
+        let provided: BTreeMap<_, _> = provided.collect::<Result<_, FieldError>>()?;
+        let mut all = self.default_options();
+        all.extend(provided);
+        for (name, (kind, value)) in all {
+            match kind {
+                OptionKind::Secret => secret_options.insert(name, value),
+                OptionKind::Text | OptionKind::Select => options.insert(name, value),
+            };
+        }
+        let server_tools = request.server_tools.unwrap_or_default();
+        self.check_server_tools(&server_tools)?;
+        let client_tools = request.client_tools.unwrap_or_default();
+        self.check_client_tools(&client_tools)?;
         Ok(ResolvedSessionConfig {
             server_tools,
             options,
@@ -133,22 +147,28 @@ impl Agent {
             let Some(content) = message.content() else {
                 continue;
             };
-            for (j, block) in content.blocks().iter().enumerate() {
-                if let Some(source) = block.image_source()
-                    && !self.accepts_image(source)
-                {
-                    return Err(FieldError::new(
-                        format!("messages[{i}].content[{j}].url"),
-                        format!(
-                            "agent `{}` does not accept {} images",
-                            self.name(),
-                            match source {
-                                crate::model::ImageSource::Https => "https://",
-                                crate::model::ImageSource::Data => "data:",
-                            }
-                        ),
-                    ));
-                }
+            self.check_content(content, &format!("messages[{i}].content"))?;
+        }
+        Ok(())
+    }
+
+    /// Checks one message body at `path`.
+    pub fn check_content(&self, content: &Content, path: &str) -> Result<(), FieldError> {
+        for (j, block) in content.blocks().iter().enumerate() {
+            if let Some(source) = block.image_source()
+                && !self.accepts_image(source)
+            {
+                return Err(FieldError::new(
+                    format!("{path}[{j}].url"),
+                    format!(
+                        "agent `{}` does not accept {} images",
+                        self.name(),
+                        match source {
+                            ImageSource::Https => "https://",
+                            ImageSource::Data => "data:",
+                        }
+                    ),
+                ));
             }
         }
         Ok(())

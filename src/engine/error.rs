@@ -13,4 +13,14 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("secret options cannot be decrypted: {0}")]
     Sealed(#[from] crate::crypto::SealError),
+    #[error("the session is running another turn")]
+    SessionBusy,
+    #[error("this Idempotency-Key was used for a different request")]
+    IdempotencyMismatch,
+    #[error("too many turns are waiting")]
+    QueueFull,
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error("the session's agent is no longer configured")]
+    AgentUnavailable,
 }

@@ -1,7 +1,19 @@
-//! The protocol-independent core: sessions now; turns, events and recovery as they come.
+//! The protocol-independent core: sessions, the turn runner, the event log and its
+//! followers, recovery and shutdown.
 
+mod agent_loop;
+mod assemble;
 mod error;
+mod fanout;
+mod follow;
+mod input;
+mod runner;
 mod sessions;
+mod writer;
 
+pub use assemble::{MessageAssembler, turn_messages};
 pub use error::EngineError;
+pub use follow::Follow;
+pub use input::InputMessage;
+pub use runner::{Engine, TurnRequest};
 pub use sessions::{REDACTED, SessionView, create_session, open_secret_options, redact};

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use super::EngineError;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
+use crate::crypto::SecretBox;
 use crate::model::{HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec};
 
 /// What every read of a session shows: secret option values are `"***"`.
@@ -47,6 +48,17 @@ fn seal_context(tenant: &TenantId, session: &SessionId, option: &str) -> String 
     format!("{tenant}/{session}/options/{option}")
 }
 
+/// Seals one secret option value for its session.
+pub(super) fn seal_option(
+    secrets: &SecretBox,
+    tenant: &TenantId,
+    session: &SessionId,
+    name: &str,
+    value: &str,
+) -> String {
+    secrets.seal(value.as_bytes(), &seal_context(tenant, session, name))
+}
+
 /// Validates and records a new session with its seed messages.
 pub async fn create_session(
     state: &AppState,
@@ -65,9 +77,7 @@ pub async fn create_session(
         .secret_options
         .iter()
         .map(|(name, value)| {
-            let sealed = state
-                .secrets
-                .seal(value.as_bytes(), &seal_context(tenant, &id, name));
+            let sealed = seal_option(&state.secrets, tenant, &id, name, value);
             (name.clone(), sealed)
         })
         .collect();
@@ -90,14 +100,12 @@ pub async fn create_session(
 /// Every option of the session in plaintext, secrets decrypted. For the agent runner only:
 /// never log, render or store the result.
 pub fn open_secret_options(
-    state: &AppState,
+    secrets: &SecretBox,
     session: &Session,
 ) -> Result<BTreeMap<String, String>, EngineError> {
     let mut options = session.options.clone();
     for (name, sealed) in &session.sealed_options {
-        let plain = state
-            .secrets
-            .open(sealed, &seal_context(&session.tenant_id, &session.id, name))?;
+        let plain = secrets.open(sealed, &seal_context(&session.tenant_id, &session.id, name))?;
         let plain = String::from_utf8(plain).map_err(|_| crate::crypto::SealError::Malformed)?;
         options.insert(name.clone(), plain);
     }

@@ -6,6 +6,7 @@ mod body;
 mod login;
 mod ops;
 mod pagination;
+mod sse;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -19,6 +20,9 @@ use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
 
 pub use body::{parse_json, parse_optional_json};
+
+/// The response header that names the turn a streamed response belongs to.
+pub const TURN_ID_HEADER: &str = "Agentry-Turn-Id";
 
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
@@ -78,7 +82,21 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .delete(aap::sessions::delete_session),
         )
         .service(web::resource("/sessions/{session_id}/history").get(aap::history::get_history))
-        .service(web::resource("/sessions/{session_id}/turns").post(aap::turns::post_turn))
+        .service(
+            web::resource("/sessions/{session_id}/turns")
+                .get(aap::turns::list_turns)
+                .post(aap::turns::post_turn),
+        )
+        .service(web::resource("/sessions/{session_id}/turns/{turn_id}").get(aap::turns::get_turn))
+        .service(
+            web::resource("/sessions/{session_id}/turns/{turn_id}/events")
+                .get(aap::turns::turn_events),
+        )
+        .service(
+            web::resource("/sessions/{session_id}/turns/{turn_id}/cancel")
+                .post(aap::turns::cancel_turn),
+        )
+        .service(web::resource("/sessions/{session_id}/events").get(aap::events::session_events))
         .default_service(web::to(not_found));
 }
 

@@ -87,6 +87,11 @@ typed_id!(
     SessionId,
     "sess_"
 );
+typed_id!(
+    /// One request to an agent and what it produced.
+    TurnId,
+    "turn_"
+);
 
 /// A string that is not an id of the expected kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

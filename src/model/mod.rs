@@ -1,14 +1,18 @@
 //! The engine's vocabulary, shared by every protocol face and the store.
 
+mod event;
 mod ids;
 mod message;
 mod session;
 mod tenant;
+mod turn;
 
-pub use ids::{CredentialId, InvalidId, SessionId, TenantId, TokenId};
+pub use event::{Event, EventData};
+pub use ids::{CredentialId, InvalidId, SessionId, TenantId, TokenId, TurnId};
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use session::{ServerToolRef, Session, ToolSpec};
 pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};
+pub use turn::{StopReason, StreamMode, Turn, TurnError, TurnStatus, Usage};
 
 /// An input that failed validation: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -16,14 +16,17 @@ use sqlx::sqlite::{
 use crate::config::DatabaseSettings;
 
 mod credentials;
+mod events;
 mod history;
 mod keys;
 mod migrate;
 mod sessions;
 mod tenants;
 mod tokens;
+mod turns;
 
 pub use credentials::LoginCredential;
+pub use events::AppendGroup;
 pub use tenants::AuthState;
 
 /// Runs `$body` with `$pool` bound to the configured pool: the same SQL on both backends.

@@ -108,21 +108,3 @@ async fn health_and_readiness_answer() {
         unready.text
     );
 }
-
-#[tokio::test]
-async fn turns_are_refused_as_not_implemented_yet() {
-    let app = spawn_app().await;
-    let (_, token) = app.new_tenant().await;
-    let session = app
-        .create_session(&token, json!({"agent": {"name": "echo"}}))
-        .await;
-    let reply = app
-        .post(
-            &format!("/sessions/{session}/turns"),
-            &token,
-            json!({"messages": [{"role": "user", "content": "hi"}]}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::NOT_IMPLEMENTED);
-    assert_eq!(reply.code(), "not_implemented");
-}

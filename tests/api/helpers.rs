@@ -13,6 +13,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
+use crate::sse::SseReader;
+
 pub const ADMIN_SECRET: &str = "test-admin-secret";
 
 /// Agents every test app serves: the default echo agent and one with every kind of
@@ -27,6 +29,12 @@ image_inputs = ["http", "data"]
 name = "api_key"
 type = "secret"
 default = ""
+
+[[agents.options]]
+name = "style"
+type = "select"
+options = ["plain", "upper"]
+default = "plain"
 
 [[agents]]
 name = "tooly"
@@ -68,6 +76,18 @@ expose = false
 
 [agents.history]
 types = ["full"]
+
+[[agents]]
+name = "slow"
+provider = "echo"
+chunk_size = 1
+delay_ms = 40
+
+[[agents]]
+name = "thinker"
+provider = "echo"
+chunk_size = 4
+thinking = true
 "#;
 
 // ---------------------------------------------------------------- log capture
@@ -208,7 +228,8 @@ pub struct TestApp {
     pub admin_token: String,
     pub state: Arc<AppState>,
     pub db: Arc<TestDb>,
-    handle: actix_web::dev::ServerHandle,
+    stopper: tokio_util::sync::CancellationToken,
+    running: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 /// The settings a test app runs with: port 0, the given database, extra TOML on top.
@@ -234,8 +255,8 @@ pub async fn spawn_app_on(db: Arc<TestDb>, extra: &str) -> TestApp {
     let app = App::build(settings).await.expect("the app builds");
     let address = format!("http://127.0.0.1:{}", app.port());
     let state = app.state();
-    let handle = app.handle();
-    tokio::spawn(app.run_until_stopped());
+    let stopper = app.stopper();
+    let running = tokio::spawn(app.run_until_stopped());
     let client = reqwest::Client::new();
     let login: Value = client
         .post(format!("{address}/auth/token"))
@@ -256,7 +277,8 @@ pub async fn spawn_app_on(db: Arc<TestDb>, extra: &str) -> TestApp {
         admin_token,
         state,
         db,
-        handle,
+        stopper,
+        running,
     }
 }
 
@@ -279,10 +301,13 @@ impl Reply {
 }
 
 impl TestApp {
-    /// Stops the server and closes its database pool, as a process exit would.
+    /// Shuts the app down as SIGTERM would, and waits until it has.
     pub async fn stop(self) -> Arc<TestDb> {
-        self.handle.stop(true).await;
-        self.state.store.close().await;
+        self.stopper.cancel();
+        self.running
+            .await
+            .expect("the app task")
+            .expect("the app stops cleanly");
         self.db
     }
 
@@ -364,6 +389,36 @@ impl TestApp {
             .await;
         let token = self.token_for(&tenant).await;
         (tenant, token)
+    }
+
+    /// POSTs a turn and returns its SSE stream.
+    pub async fn stream_turn(&self, token: &str, session: &str, body: Value) -> SseReader {
+        let response = self
+            .client
+            .post(self.url(&format!("/sessions/{session}/turns")))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "{:?}",
+            response.headers()
+        );
+        SseReader::new(response)
+    }
+
+    /// GETs an SSE route, optionally resuming after `last_event_id`.
+    pub async fn stream(&self, path: &str, token: &str, last_event_id: Option<i64>) -> SseReader {
+        let mut request = self.client.get(self.url(path)).bearer_auth(token);
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id.to_string());
+        }
+        let response = request.send().await.expect("request sent");
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        SseReader::new(response)
     }
 
     /// Creates a session; returns its id.

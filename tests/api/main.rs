@@ -2,6 +2,7 @@
 
 mod helpers;
 mod process;
+mod sse;
 
 mod admin;
 mod auth;
@@ -13,4 +14,6 @@ mod persistence;
 mod quickstart;
 mod secrets;
 mod sessions;
+mod streams;
+mod turns;
 mod validation;

@@ -13,7 +13,7 @@ async fn meta_lists_exactly_the_configured_agents() {
     assert_eq!(meta.body["version"], 3);
     let agents = meta.body["agents"].as_array().unwrap();
     let names: Vec<&str> = agents.iter().map(|a| a["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["echo", "tooly"]);
+    assert_eq!(names, ["echo", "tooly", "slow", "thinker"]);
 
     let tooly = &agents[1];
     assert_eq!(
@@ -34,13 +34,26 @@ async fn meta_lists_exactly_the_configured_agents() {
                 {"type": "text", "name": "language", "default": "English"},
                 {"type": "secret", "name": "api_key", "default": "***"}
             ],
-            "capabilities": {"history": {"full": {}}, "image": {"http": {}}}
+            "capabilities": {
+                "history": {"full": {}},
+                "image": {"http": {}},
+                "stream": {"delta": {}, "message": {}, "none": {}},
+                "agentry": {"events": {}, "turns": {}, "cancel": {}, "idempotency": {}}
+            }
         })
     );
     let echo = &agents[0];
     assert_eq!(
-        echo["capabilities"],
-        json!({"history": {"full": {}, "compacted": {}}, "image": {"http": {}, "data": {}}})
+        echo["capabilities"]["history"],
+        json!({"full": {}, "compacted": {}})
+    );
+    assert_eq!(
+        echo["capabilities"]["image"],
+        json!({"http": {}, "data": {}})
+    );
+    assert!(
+        echo["capabilities"].get("application").is_none(),
+        "echo takes no client tools"
     );
     assert_eq!(
         echo["options"][0]["default"], "",

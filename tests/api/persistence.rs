@@ -70,7 +70,7 @@ async fn a_restarted_app_keeps_tenants_tokens_sessions_and_history() {
         .get_session(&tenant.parse().unwrap(), &session.parse().unwrap())
         .await
         .unwrap();
-    let options = agentry::engine::open_secret_options(&app.state, &stored).unwrap();
+    let options = agentry::engine::open_secret_options(&app.state.secrets, &stored).unwrap();
     assert_eq!(options["api_key"], "kept-secret");
 }
 
@@ -100,7 +100,7 @@ async fn a_configured_secrets_key_takes_over_and_old_secrets_still_open() {
         .get_session(&tenant_id, &session.parse().unwrap())
         .await
         .unwrap();
-    let options = agentry::engine::open_secret_options(&app.state, &old).unwrap();
+    let options = agentry::engine::open_secret_options(&app.state.secrets, &old).unwrap();
     assert_eq!(options["api_key"], "before");
     let fresh = app
         .create_session(

@@ -82,7 +82,7 @@ async fn a_secret_option_is_never_shown_but_decrypts_for_the_engine() {
     assert!(!stored.options.contains_key("api_key"));
 
     // The engine reads it back exactly; the operator default applies when none was given.
-    let options = agentry::engine::open_secret_options(&app.state, &stored).unwrap();
+    let options = agentry::engine::open_secret_options(&app.state.secrets, &stored).unwrap();
     assert_eq!(options["api_key"], secret);
     assert_eq!(options["model"], "large");
     assert_eq!(options["language"], "English");
@@ -92,7 +92,7 @@ async fn a_secret_option_is_never_shown_but_decrypts_for_the_engine() {
         .get_session(&tenant_id, &defaulted.parse().unwrap())
         .await
         .unwrap();
-    let options = agentry::engine::open_secret_options(&app.state, &defaulted).unwrap();
+    let options = agentry::engine::open_secret_options(&app.state.secrets, &defaulted).unwrap();
     assert_eq!(options["api_key"], "operator-default-key");
 }
 
@@ -126,5 +126,5 @@ async fn a_sealed_option_cannot_be_moved_to_another_session() {
         .await
         .unwrap();
     b.sealed_options = a.sealed_options.clone();
-    assert!(agentry::engine::open_secret_options(&app.state, &b).is_err());
+    assert!(agentry::engine::open_secret_options(&app.state.secrets, &b).is_err());
 }

@@ -74,6 +74,16 @@ fn capabilities(agent: &Agent) -> Value {
     if !image.is_empty() {
         capabilities.insert("image".into(), Value::Object(image));
     }
+    capabilities.insert(
+        "stream".into(),
+        json!({"delta": {}, "message": {}, "none": {}}),
+    );
+    // agentry's extensions of AAP: replay and resume of a session's or a turn's events,
+    // turn records, cancellation, and Idempotency-Key on POST /sessions/{id}/turns.
+    capabilities.insert(
+        "agentry".into(),
+        json!({"events": {}, "turns": {}, "cancel": {}, "idempotency": {}}),
+    );
     if agent.accepts_client_tools() {
         capabilities.insert("application".into(), json!({"tools": {}}));
     }

@@ -1,7 +1,9 @@
 //! The Agent Application Protocol v3 face, served at the root.
 
+pub mod events;
 pub mod history;
 pub mod meta;
+mod render;
 pub mod sessions;
 pub mod turns;
 mod wire;

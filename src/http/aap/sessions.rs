@@ -78,11 +78,7 @@ pub async fn delete_session(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = session_id(&path)?;
-    state
-        .store
-        .delete_session(&auth.tenant_id, &id)
-        .await
-        .or_not_found("session")?;
+    state.engine.delete_session(&auth.tenant_id, &id).await?;
     tracing::info!(session_id = %id, "session deleted");
     Ok(HttpResponse::NoContent().finish())
 }

@@ -1,27 +1,257 @@
-//! `POST /sessions/{id}/turns`.
+//! `POST /sessions/{id}/turns` and the turn routes agentry adds: list, read, follow, cancel.
 
-use actix_web::web;
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::Value;
 
+use super::render::AapRenderer;
 use super::session_id;
+use super::wire::{PostTurnRequest, PostTurnResponse, TurnInfo, TurnList, parse_input_message};
+use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
+use crate::engine::{Follow, TurnRequest, turn_messages};
 use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::http::pagination::{ListQuery, next_cursor};
+use crate::http::{TURN_ID_HEADER, parse_json, sse};
+use crate::model::{EventData, StopReason, StreamMode, TurnId};
 
-/// Running turns is not available in this version: the session is checked (so another
-/// tenant's still reads as not found) and the request refused with 501.
+const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+fn turn_id(raw: &str) -> Result<TurnId, ApiError> {
+    raw.parse().map_err(|_| ApiError::not_found("turn"))
+}
+
 pub async fn post_turn(
     auth: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
-) -> Result<actix_web::HttpResponse, ApiError> {
-    let id = session_id(&path)?;
+    req: HttpRequest,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let session = session_id(&path)?;
+    let body = body.into_inner();
+    let fingerprint = TurnRequest::fingerprint_of(&body);
+    let request: PostTurnRequest = parse_json(body)?;
+    let idempotency_key = match req.headers().get(IDEMPOTENCY_KEY) {
+        None => None,
+        Some(value) => {
+            let key = value
+                .to_str()
+                .ok()
+                .filter(|k| !k.is_empty() && k.len() <= 255)
+                .ok_or_else(|| {
+                    ApiError::invalid(IDEMPOTENCY_KEY, "must be 1 to 255 visible ASCII characters")
+                })?;
+            Some(key.to_owned())
+        }
+    };
+    let messages = request
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| parse_input_message(m, &format!("messages[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let agent = request.agent.unwrap_or(super::wire::AgentOverride {
+        name: None,
+        tools: None,
+        options: None,
+    });
+    let stream = request.stream.unwrap_or_default();
+    let turn_request = TurnRequest {
+        agent_name: agent.name,
+        agent: SessionConfigRequest {
+            server_tools: agent.tools,
+            options: agent.options.unwrap_or_default(),
+            client_tools: request.tools,
+        },
+        messages,
+        stream,
+        idempotency_key,
+        fingerprint,
+    };
+    let (turn, _replayed) = state
+        .engine
+        .start_turn(&auth.tenant_id, &session, turn_request)
+        .await?;
+    let events = state.engine.follow(Follow {
+        tenant: auth.tenant_id.clone(),
+        session: session.clone(),
+        turn: Some(turn.id.clone()),
+        after: 0,
+    });
+    if stream == StreamMode::None {
+        return wait_for_result(turn.id, events).await;
+    }
+    Ok(render_stream(&state, events, stream, Some(&turn.id)))
+}
+
+/// `stream: "none"`: waits for the turn to end and answers with what it produced.
+async fn wait_for_result(
+    turn: TurnId,
+    events: impl futures_util::Stream<
+        Item = Result<std::sync::Arc<crate::model::Event>, crate::store::StoreError>,
+    >,
+) -> Result<HttpResponse, ApiError> {
+    let events: Vec<_> = events.collect().await;
+    let mut data = Vec::with_capacity(events.len());
+    for event in events {
+        data.push(event?.data.clone());
+    }
+    let stop_reason = data
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            EventData::TurnStop { stop_reason, .. } => Some(*stop_reason),
+            _ => None,
+        })
+        .unwrap_or(StopReason::Error);
+    Ok(HttpResponse::Ok()
+        .insert_header((TURN_ID_HEADER, turn.to_string()))
+        .json(PostTurnResponse {
+            stop_reason,
+            messages: turn_messages(&data),
+        }))
+}
+
+/// The events as AAP SSE in `mode`.
+pub(super) fn render_stream(
+    state: &AppState,
+    events: impl futures_util::Stream<
+        Item = Result<std::sync::Arc<crate::model::Event>, crate::store::StoreError>,
+    > + 'static,
+    mode: StreamMode,
+    turn: Option<&TurnId>,
+) -> HttpResponse {
+    let mut renderer = AapRenderer::new(mode);
+    let frames = events
+        .take_while(|event| {
+            if let Err(error) = event {
+                tracing::error!(error = %error, "an event stream failed");
+            }
+            std::future::ready(event.is_ok())
+        })
+        .flat_map(move |event| {
+            let frames = event.map(|e| renderer.render(&e)).unwrap_or_default();
+            futures_util::stream::iter(frames)
+        });
+    let keep_alive = std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
+    sse::response(frames, keep_alive, turn.map(TurnId::as_str))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    pub after: Option<i64>,
+    pub stream: Option<StreamMode>,
+}
+
+/// The cursor of a (re)connecting client: `Last-Event-ID` wins over `?after=`.
+pub(super) fn cursor(req: &HttpRequest, after: Option<i64>) -> Result<i64, ApiError> {
+    let header = match req.headers().get("last-event-id") {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .filter(|v| *v >= 0)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "Last-Event-ID",
+                        "must be an event id (a non-negative integer)",
+                    )
+                })?,
+        ),
+    };
+    let cursor = header.or(after).unwrap_or(0);
+    if cursor < 0 {
+        return Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            "after: must not be negative",
+        ));
+    }
+    Ok(cursor)
+}
+
+pub async fn turn_events(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<EventsQuery>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let (session, turn) = path.into_inner();
+    let session = session_id(&session)?;
+    let turn = turn_id(&turn)?;
+    let after = cursor(&req, query.after)?;
+    let record = state
+        .store
+        .get_turn(&auth.tenant_id, &session, &turn)
+        .await
+        .or_not_found("turn")?;
+    let events = state.engine.follow(Follow {
+        tenant: auth.tenant_id.clone(),
+        session,
+        turn: Some(turn),
+        after,
+    });
+    Ok(render_stream(
+        &state,
+        events,
+        query.mode(),
+        Some(&record.id),
+    ))
+}
+
+pub async fn list_turns(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let session = session_id(&path)?;
     state
         .store
-        .get_session(&auth.tenant_id, &id)
+        .get_session(&auth.tenant_id, &session)
         .await
         .or_not_found("session")?;
-    Err(ApiError::new(
-        ErrorCode::NotImplemented,
-        "running turns is not available in this version",
-    ))
+    let cursor = query.cursor()?;
+    let (turns, more) = state
+        .store
+        .list_turns(&auth.tenant_id, &session, cursor.page())
+        .await?;
+    let next = next_cursor(&turns, more, |t| t.id.as_str());
+    Ok(HttpResponse::Ok().json(TurnList {
+        turns: turns.into_iter().map(TurnInfo::from).collect(),
+        next,
+    }))
+}
+
+pub async fn get_turn(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (session, turn) = path.into_inner();
+    let turn = state
+        .store
+        .get_turn(&auth.tenant_id, &session_id(&session)?, &turn_id(&turn)?)
+        .await
+        .or_not_found("turn")?;
+    Ok(HttpResponse::Ok().json(TurnInfo::from(turn)))
+}
+
+/// Stops the turn and answers with its record once it has ended; idempotent.
+pub async fn cancel_turn(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (session, turn) = path.into_inner();
+    let turn = state
+        .engine
+        .cancel_turn(&auth.tenant_id, &session_id(&session)?, &turn_id(&turn)?)
+        .await?;
+    Ok(HttpResponse::Ok().json(TurnInfo::from(turn)))
 }

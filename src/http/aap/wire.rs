@@ -112,3 +112,140 @@ pub struct AgentOption {
     pub options: Option<Vec<String>>,
     pub default: String,
 }
+
+#[derive(Debug, Deserialize)]
+pub struct PostTurnRequest {
+    #[serde(default)]
+    pub agent: Option<AgentOverride>,
+    #[serde(default)]
+    pub stream: Option<crate::model::StreamMode>,
+    pub messages: Vec<Value>,
+    #[serde(default)]
+    pub tools: Option<Vec<ToolSpec>>,
+}
+
+/// `agent` on a turn: the name may be repeated but not changed.
+#[derive(Debug, Deserialize)]
+pub struct AgentOverride {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub tools: Option<Vec<ServerToolRef>>,
+    #[serde(default)]
+    pub options: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PostTurnResponse {
+    pub stop_reason: crate::model::StopReason,
+    pub messages: Vec<HistoryMessage>,
+}
+
+/// A turn's record (an agentry extension of AAP).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnInfo {
+    pub turn_id: String,
+    pub session_id: String,
+    pub status: crate::model::TurnStatus,
+    pub stream: crate::model::StreamMode,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<crate::model::StopReason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::model::TurnError>,
+    pub usage: crate::model::Usage,
+    pub created_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_seq: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<i64>,
+}
+
+impl From<crate::model::Turn> for TurnInfo {
+    fn from(turn: crate::model::Turn) -> Self {
+        TurnInfo {
+            turn_id: turn.id.to_string(),
+            session_id: turn.session_id.to_string(),
+            status: turn.status,
+            stream: turn.stream,
+            stop_reason: turn.stop_reason,
+            error: turn.error,
+            usage: turn.usage,
+            created_at: turn.created_at,
+            started_at: turn.started_at,
+            finished_at: turn.finished_at,
+            first_seq: turn.first_seq,
+            last_seq: turn.last_seq,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct TurnList {
+    pub turns: Vec<TurnInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// Parses one message of a turn request: `user`, `tool` or `tool_permission`.
+pub fn parse_input_message(
+    value: &Value,
+    path: &str,
+) -> Result<crate::engine::InputMessage, crate::model::FieldError> {
+    use crate::engine::InputMessage;
+    use crate::model::FieldError;
+    match value.get("role").and_then(Value::as_str) {
+        Some("tool_permission") => {
+            let id = value
+                .get("toolCallId")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .ok_or_else(|| {
+                    FieldError::new(format!("{path}.toolCallId"), "must be a non-empty string")
+                })?;
+            let granted = value
+                .get("granted")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| {
+                    FieldError::new(format!("{path}.granted"), "must be true or false")
+                })?;
+            let reason = match value.get("reason") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(reason)) => Some(reason.clone()),
+                Some(_) => {
+                    return Err(FieldError::new(
+                        format!("{path}.reason"),
+                        "must be a string",
+                    ));
+                }
+            };
+            Ok(InputMessage::ToolPermission {
+                tool_call_id: id.to_owned(),
+                granted,
+                reason,
+            })
+        }
+        Some("user") | Some("tool") | None => match HistoryMessage::parse(value, path)? {
+            HistoryMessage::User { content } => Ok(InputMessage::User { content }),
+            HistoryMessage::Tool {
+                tool_call_id,
+                content,
+            } => Ok(InputMessage::ToolResult {
+                tool_call_id,
+                content,
+            }),
+            _ => unreachable!("the role was user or tool"),
+        },
+        Some(other) => Err(FieldError::new(
+            format!("{path}.role"),
+            format!(
+                "`{other}` messages cannot start a turn; send user, tool or tool_permission messages"
+            ),
+        )),
+    }
+}

@@ -1,0 +1,266 @@
+//! Running one turn: feed the model the compacted history, stream what it says into the
+//! event log, and always end with a `turn_stop`.
+
+use std::time::Instant;
+
+use futures_util::StreamExt;
+
+use super::assemble::{MessageAssembler, turn_messages};
+use super::error::EngineError;
+use super::runner::{Engine, TurnControl};
+use super::sessions::open_secret_options;
+use super::writer::{Append, Receipt};
+use crate::config::HistoryType;
+use crate::model::{EventData, HistoryMessage, StopReason, Turn, TurnError, Usage};
+use crate::providers::{self, ModelEvent, ModelRequest};
+use crate::store::StoreError;
+
+/// Appends a turn's events in order; remembers the last receipt to learn of failures.
+struct TurnLog<'a> {
+    engine: &'a Engine,
+    turn: &'a Turn,
+    last: Option<Receipt>,
+}
+
+impl<'a> TurnLog<'a> {
+    fn new(engine: &'a Engine, turn: &'a Turn) -> Self {
+        Self {
+            engine,
+            turn,
+            last: None,
+        }
+    }
+
+    async fn emit(&mut self, events: Vec<EventData>, history: Vec<HistoryMessage>) {
+        let receipt = self
+            .engine
+            .writer
+            .append(Append {
+                tenant: self.turn.tenant_id.clone(),
+                session: self.turn.session_id.clone(),
+                turn: self.turn.id.clone(),
+                events,
+                history,
+            })
+            .await;
+        self.last = Some(receipt);
+    }
+
+    /// Waits until everything emitted so far is durable.
+    async fn sync(&mut self) -> Result<(), StoreError> {
+        match self.last.take() {
+            None => Ok(()),
+            Some(receipt) => match receipt.await {
+                Ok(result) => result.map(|_| ()),
+                Err(_) => Err(StoreError::Corrupt("the event writer stopped".into())),
+            },
+        }
+    }
+
+    /// Ends the turn with its terminal event and waits for it to be durable.
+    async fn stop(&mut self, stop_reason: StopReason, error: Option<TurnError>, usage: Usage) {
+        self.emit(
+            vec![EventData::TurnStop {
+                stop_reason,
+                error,
+                usage,
+            }],
+            Vec::new(),
+        )
+        .await;
+        if let Err(error) = self.sync().await {
+            tracing::error!(turn_id = %self.turn.id, error = %error, "could not record the end of a turn");
+        }
+    }
+}
+
+/// How a turn's work ended, before its `turn_stop` is written.
+struct Outcome {
+    stop_reason: StopReason,
+    error: Option<TurnError>,
+    usage: Usage,
+}
+
+impl Outcome {
+    fn failed(code: &str, message: impl Into<String>) -> Self {
+        Outcome {
+            stop_reason: StopReason::Error,
+            error: Some(TurnError::new(code, message)),
+            usage: Usage::default(),
+        }
+    }
+}
+
+pub(super) async fn run_turn(engine: &Engine, turn: &Turn, control: &TurnControl) {
+    let started = Instant::now();
+    let mut log = TurnLog::new(engine, turn);
+    log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+    let mut outcome = match model_step(engine, turn, control, &mut log).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            tracing::error!(turn_id = %turn.id, error = %error, "turn failed");
+            Outcome::failed("internal", "the turn failed inside the server")
+        }
+    };
+    outcome.usage.wall_ms = started.elapsed().as_millis() as u64;
+    let status = crate::model::TurnStatus::after_stop(outcome.stop_reason, outcome.error.as_ref());
+    log.stop(outcome.stop_reason, outcome.error, outcome.usage)
+        .await;
+    tracing::info!(turn_id = %turn.id, status = %status, wall_ms = outcome.usage.wall_ms, "turn ended");
+}
+
+/// One model call: stream its answer as one assistant message.
+async fn model_step(
+    engine: &Engine,
+    turn: &Turn,
+    control: &TurnControl,
+    log: &mut TurnLog<'_>,
+) -> Result<Outcome, EngineError> {
+    let session = engine
+        .store
+        .get_session(&turn.tenant_id, &turn.session_id)
+        .await?;
+    let Some(agent) = engine.agents.get(&session.agent) else {
+        return Ok(Outcome::failed(
+            "agent_unavailable",
+            format!("agent `{}` is no longer configured", session.agent),
+        ));
+    };
+    let options = open_secret_options(&engine.secrets, &session)?;
+    let messages = engine
+        .store
+        .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)
+        .await?;
+    let provider = providers::for_agent(agent.settings());
+    let mut stream = provider.stream(ModelRequest {
+        system_prompt: agent.settings().system_prompt.clone(),
+        messages,
+        options,
+    });
+
+    log.emit(vec![EventData::MessageStart {}], Vec::new()).await;
+    let mut message = MessageAssembler::default();
+    let mut outcome = Outcome {
+        stop_reason: StopReason::EndTurn,
+        error: None,
+        usage: Usage::default(),
+    };
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = control.token().cancelled() => {
+                let reason = control.reason();
+                outcome.stop_reason = StopReason::Error;
+                outcome.error = Some(reason);
+                break;
+            }
+            next = stream.next() => next,
+        };
+        match next {
+            None => break,
+            Some(Ok(ModelEvent::TextDelta(delta))) => {
+                message.push_text(&delta);
+                log.emit(vec![EventData::TextDelta { delta }], Vec::new())
+                    .await;
+            }
+            Some(Ok(ModelEvent::ThinkingDelta(delta))) => {
+                message.push_thinking(&delta);
+                log.emit(vec![EventData::ThinkingDelta { delta }], Vec::new())
+                    .await;
+            }
+            Some(Ok(ModelEvent::Usage {
+                input_tokens,
+                output_tokens,
+            })) => {
+                outcome.usage.input_tokens += input_tokens;
+                outcome.usage.output_tokens += output_tokens;
+            }
+            Some(Ok(ModelEvent::Stop(reason))) => outcome.stop_reason = reason,
+            Some(Err(error)) => {
+                outcome.stop_reason = StopReason::Error;
+                outcome.error = Some(TurnError::new("provider_error", error.message));
+                break;
+            }
+        }
+    }
+    let history = if message.blocks().is_empty() {
+        Vec::new()
+    } else {
+        vec![message.finish()]
+    };
+    log.emit(
+        vec![
+            EventData::MessageStop {},
+            EventData::Usage {
+                input_tokens: outcome.usage.input_tokens,
+                output_tokens: outcome.usage.output_tokens,
+            },
+        ],
+        history,
+    )
+    .await;
+    log.sync().await?;
+    Ok(outcome)
+}
+
+/// A turn stopped while it waited for a slot: it still gets a start and an end.
+pub(super) async fn stop_unstarted(engine: &Engine, turn: &Turn, reason: TurnError) {
+    let mut log = TurnLog::new(engine, turn);
+    log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+    log.stop(StopReason::Error, Some(reason), Usage::default())
+        .await;
+}
+
+/// Ends a turn a previous process left unfinished: closes the message it was writing
+/// (so history holds what clients already saw) and appends an `interrupted` stop.
+pub(super) async fn interrupt_orphan(engine: &Engine, turn: &Turn) -> Result<(), EngineError> {
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = engine
+            .store
+            .list_events(
+                &turn.tenant_id,
+                &turn.session_id,
+                Some(&turn.id),
+                after,
+                1000,
+            )
+            .await?;
+        let full = page.len() == 1000;
+        if let Some(last) = page.last() {
+            after = last.seq;
+        }
+        events.extend(page.into_iter().map(|e| e.data));
+        if !full {
+            break;
+        }
+    }
+    let mut log = TurnLog::new(engine, turn);
+    if events.is_empty() {
+        log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+    }
+    let open = events
+        .iter()
+        .rposition(|e| matches!(e, EventData::MessageStart {}))
+        .filter(|start| {
+            !events[*start..]
+                .iter()
+                .any(|e| matches!(e, EventData::MessageStop {}))
+        });
+    if let Some(start) = open {
+        let partial = turn_messages(&events[start..]);
+        log.emit(vec![EventData::MessageStop {}], partial).await;
+    }
+    log.stop(
+        StopReason::Error,
+        Some(TurnError::new(
+            TurnError::INTERRUPTED,
+            "the server stopped before the turn finished",
+        )),
+        Usage::default(),
+    )
+    .await;
+    tracing::warn!(turn_id = %turn.id, "recovered a turn left unfinished: interrupted");
+    Ok(())
+}

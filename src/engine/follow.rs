@@ -1,0 +1,114 @@
+//! Following a session's log: replay from a cursor, then live, with no gap and no duplicate.
+
+use std::sync::Arc;
+
+use futures_util::Stream;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::fanout::Fanout;
+use crate::model::{Event, SessionId, TenantId, TurnId};
+use crate::store::{Store, StoreError};
+
+/// Events read from the log per query.
+const PAGE: i64 = 1000;
+
+/// What to follow.
+#[derive(Debug, Clone)]
+pub struct Follow {
+    pub tenant: TenantId,
+    pub session: SessionId,
+    /// Only this turn's events; the stream ends after its `turn_stop`.
+    pub turn: Option<TurnId>,
+    /// Events with a seq greater than this.
+    pub after: i64,
+}
+
+/// The events after the cursor: first from the log, then live until the client leaves,
+/// the followed turn stops, or the server shuts down.
+///
+/// It subscribes before reading the log and drops what it has already delivered by seq, so
+/// nothing committed in between is lost or repeated. A subscriber that lags the broadcast
+/// catches up from the log.
+pub fn follow(
+    store: Store,
+    fanout: Arc<Fanout>,
+    shutdown: CancellationToken,
+    follow: Follow,
+) -> impl Stream<Item = Result<Arc<Event>, StoreError>> {
+    async_stream::try_stream! {
+        let mut live = fanout.subscribe(&follow.session);
+        let mut last = follow.after;
+        let mut done = false;
+
+        // Replay: everything already committed after the cursor.
+        loop {
+            let page = store
+                .list_events(&follow.tenant, &follow.session, follow.turn.as_ref(), last, PAGE)
+                .await?;
+            let full = page.len() as i64 == PAGE;
+            for event in page {
+                last = event.seq;
+                done = ends(&follow, &event);
+                yield Arc::new(event);
+                if done {
+                    break;
+                }
+            }
+            if done || !full {
+                break;
+            }
+        }
+        if !done && let Some(turn) = &follow.turn {
+            // A turn that ended before the cursor has nothing more to give.
+            let turn = store.get_turn(&follow.tenant, &follow.session, turn).await?;
+            done = turn.status.is_terminal() && turn.last_seq.is_some_and(|s| s <= last);
+        }
+
+        // Live: committed events as they are published.
+        while !done {
+            let received = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                received = live.recv() => received,
+            };
+            let behind = match received {
+                Ok(event) if event.seq <= last => continue,
+                Ok(event) if event.seq == last + 1 => {
+                    last = event.seq;
+                    if follow.turn.as_ref().is_some_and(|t| *t != event.turn_id) {
+                        continue;
+                    }
+                    done = ends(&follow, &event);
+                    yield event;
+                    continue;
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => true,
+                Err(RecvError::Closed) => break,
+            };
+            if behind {
+                // Missed some: read them from the log.
+                loop {
+                    let page = store
+                        .list_events(&follow.tenant, &follow.session, follow.turn.as_ref(), last, PAGE)
+                        .await?;
+                    let full = page.len() as i64 == PAGE;
+                    for event in page {
+                        last = event.seq;
+                        done = ends(&follow, &event);
+                        yield Arc::new(event);
+                        if done {
+                            break;
+                        }
+                    }
+                    if done || !full {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn ends(follow: &Follow, event: &Event) -> bool {
+    follow.turn.as_ref() == Some(&event.turn_id) && event.data.is_turn_stop()
+}

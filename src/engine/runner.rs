@@ -1,0 +1,477 @@
+//! The turn engine: admits turns, runs them as background tasks within global and
+//! per-tenant limits, cancels them, and shuts down gracefully.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::agent_loop;
+use super::error::EngineError;
+use super::fanout::Fanout;
+use super::follow::{Follow, follow};
+use super::input::{InputMessage, check_input, pending_tool_calls};
+use super::sessions::seal_option;
+use super::writer::EventWriter;
+use crate::agents::{Agents, SessionConfigRequest};
+use crate::config::{EngineSettings, HistoryType, OptionKind};
+use crate::crypto::SecretBox;
+use crate::model::{
+    Event, HistoryMessage, Session, SessionId, StreamMode, TenantId, Turn, TurnError, TurnId,
+    TurnStatus, Usage,
+};
+use crate::store::{Store, StoreError};
+
+/// A turn as a client asks for it, protocol aside.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// The agent's name, if the client repeated it: it must not change.
+    pub agent_name: Option<String>,
+    /// Session overrides that persist: options merged by key, server tools replaced.
+    pub agent: SessionConfigRequest,
+    pub messages: Vec<InputMessage>,
+    pub stream: StreamMode,
+    pub idempotency_key: Option<String>,
+    /// A digest of the request as sent, to tell a retry from a different request.
+    pub fingerprint: String,
+}
+
+impl TurnRequest {
+    pub fn fingerprint_of(body: &serde_json::Value) -> String {
+        let digest = Sha256::digest(body.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// A running or queued turn's off switch, with the reason it was pulled.
+#[derive(Debug, Default)]
+pub struct TurnControl {
+    token: CancellationToken,
+    reason: Mutex<Option<TurnError>>,
+}
+
+impl TurnControl {
+    pub fn stop(&self, reason: TurnError) {
+        self.reason
+            .lock()
+            .expect("turn control lock")
+            .get_or_insert(reason);
+        self.token.cancel();
+    }
+
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    pub fn reason(&self) -> TurnError {
+        self.reason
+            .lock()
+            .expect("turn control lock")
+            .clone()
+            .unwrap_or_else(|| TurnError::new(TurnError::CANCELLED, "the turn was cancelled"))
+    }
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    pub(super) store: Store,
+    pub(super) agents: Agents,
+    pub(super) secrets: SecretBox,
+    pub(super) writer: EventWriter,
+    fanout: Arc<Fanout>,
+    settings: EngineSettings,
+    tracker: TaskTracker,
+    controls: Mutex<HashMap<TurnId, Arc<TurnControl>>>,
+    global: Arc<Semaphore>,
+    tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
+    queued: AtomicUsize,
+    accepting: AtomicBool,
+    /// Cancelled when the server stops: live streams end.
+    shutdown: CancellationToken,
+}
+
+impl Engine {
+    pub fn new(
+        store: Store,
+        agents: Agents,
+        secrets: SecretBox,
+        settings: EngineSettings,
+    ) -> Arc<Engine> {
+        let fanout = Arc::new(Fanout::new(settings.subscriber_buffer));
+        let writer = EventWriter::start(store.clone(), fanout.clone(), settings.max_batch_events);
+        Arc::new(Engine {
+            store,
+            agents,
+            secrets,
+            writer,
+            fanout,
+            global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
+            settings,
+            tracker: TaskTracker::new(),
+            controls: Mutex::new(HashMap::new()),
+            tenants: Mutex::new(HashMap::new()),
+            queued: AtomicUsize::new(0),
+            accepting: AtomicBool::new(true),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// The session's events after a cursor, replayed then live.
+    pub fn follow(
+        &self,
+        what: Follow,
+    ) -> impl Stream<Item = Result<Arc<Event>, StoreError>> + use<> {
+        follow(
+            self.store.clone(),
+            self.fanout.clone(),
+            self.shutdown.clone(),
+            what,
+        )
+    }
+
+    /// Validates and records a turn, then runs it in the background. Returns the turn and
+    /// whether it is an earlier turn that this request retries (same idempotency key).
+    pub async fn start_turn(
+        self: &Arc<Self>,
+        tenant: &TenantId,
+        session_id: &SessionId,
+        request: TurnRequest,
+    ) -> Result<(Turn, bool), EngineError> {
+        if !self.accepting.load(Ordering::Acquire) {
+            return Err(EngineError::ShuttingDown);
+        }
+        let session = self
+            .store
+            .get_session(tenant, session_id)
+            .await
+            .map_err(|e| not_found(e, "session"))?;
+        if let Some(name) = &request.agent_name
+            && *name != session.agent
+        {
+            return Err(EngineError::Invalid(crate::model::FieldError::new(
+                "agent.name",
+                format!(
+                    "a session's agent cannot change (this session's is `{}`)",
+                    session.agent
+                ),
+            )));
+        }
+        if let Some(key) = &request.idempotency_key
+            && let Some(earlier) = self.earlier_turn(tenant, session_id, key, &request).await?
+        {
+            return Ok((earlier, true));
+        }
+        let agent = self
+            .agents
+            .get(&session.agent)
+            .ok_or(EngineError::AgentUnavailable)?
+            .clone();
+        for (i, message) in request.messages.iter().enumerate() {
+            if let InputMessage::User { content } | InputMessage::ToolResult { content, .. } =
+                message
+            {
+                agent.check_content(content, &format!("messages[{i}].content"))?;
+            }
+        }
+        let history = self
+            .store
+            .list_history(tenant, session_id, HistoryType::Full)
+            .await?;
+        check_input(&request.messages, &pending_tool_calls(&history))?;
+        let updated = self.apply_overrides(&session, &request.agent)?;
+
+        self.reserve_queue_slot()?;
+        let turn = Turn {
+            id: TurnId::generate(),
+            tenant_id: tenant.clone(),
+            session_id: session_id.clone(),
+            status: TurnStatus::Queued,
+            stream: request.stream,
+            stop_reason: None,
+            error: None,
+            usage: Usage::default(),
+            idempotency_key: request.idempotency_key.clone(),
+            request_hash: Some(request.fingerprint.clone()),
+            first_seq: None,
+            last_seq: None,
+            created_at: crate::model::now(),
+            started_at: None,
+            finished_at: None,
+        };
+        let input: Vec<HistoryMessage> = request
+            .messages
+            .iter()
+            .filter_map(InputMessage::to_history)
+            .collect();
+        let inserted = self
+            .store
+            .insert_turn(tenant, &turn, updated.as_ref(), &input)
+            .await;
+        if let Err(error) = inserted {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return match error {
+                StoreError::Conflict(what) if what.contains("idempotency") => {
+                    let key = request.idempotency_key.as_deref().unwrap_or_default();
+                    match self.earlier_turn(tenant, session_id, key, &request).await? {
+                        Some(earlier) => Ok((earlier, true)),
+                        None => Err(EngineError::SessionBusy),
+                    }
+                }
+                StoreError::Conflict(_) => Err(EngineError::SessionBusy),
+                StoreError::NotFound => Err(EngineError::NotFound("session")),
+                other => Err(other.into()),
+            };
+        }
+        let control = Arc::new(TurnControl::default());
+        self.controls
+            .lock()
+            .expect("controls lock")
+            .insert(turn.id.clone(), control.clone());
+        let engine = self.clone();
+        let job = turn.clone();
+        self.tracker
+            .spawn(async move { engine.execute(job, control).await });
+        tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
+        Ok((turn, false))
+    }
+
+    /// The turn an idempotency key already started, if the request is the same one.
+    async fn earlier_turn(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        key: &str,
+        request: &TurnRequest,
+    ) -> Result<Option<Turn>, EngineError> {
+        match self
+            .store
+            .find_turn_by_idempotency_key(tenant, session, key)
+            .await?
+        {
+            Some(turn) if turn.request_hash.as_deref() == Some(request.fingerprint.as_str()) => {
+                Ok(Some(turn))
+            }
+            Some(_) => Err(EngineError::IdempotencyMismatch),
+            None => Ok(None),
+        }
+    }
+
+    /// The session as the turn's overrides leave it, or `None` if they change nothing.
+    fn apply_overrides(
+        &self,
+        session: &Session,
+        overrides: &SessionConfigRequest,
+    ) -> Result<Option<Session>, EngineError> {
+        if overrides.server_tools.is_none()
+            && overrides.options.is_empty()
+            && overrides.client_tools.is_none()
+        {
+            return Ok(None);
+        }
+        let agent = self
+            .agents
+            .get(&session.agent)
+            .ok_or(EngineError::AgentUnavailable)?;
+        let mut updated = session.clone();
+        if let Some(tools) = &overrides.server_tools {
+            agent.check_server_tools(tools)?;
+            updated.server_tools = tools.clone();
+        }
+        for (name, value) in &overrides.options {
+            match agent.check_option(name, value)? {
+                OptionKind::Secret => {
+                    let sealed =
+                        seal_option(&self.secrets, &session.tenant_id, &session.id, name, value);
+                    updated.options.remove(name);
+                    updated.sealed_options.insert(name.clone(), sealed);
+                }
+                OptionKind::Text | OptionKind::Select => {
+                    updated.sealed_options.remove(name);
+                    updated.options.insert(name.clone(), value.clone());
+                }
+            }
+        }
+        if let Some(tools) = &overrides.client_tools {
+            agent.check_client_tools(tools)?;
+            updated.client_tools = tools.clone();
+        }
+        updated.updated_at = crate::model::now();
+        Ok(Some(updated))
+    }
+
+    fn reserve_queue_slot(&self) -> Result<(), EngineError> {
+        let max = self.settings.max_queued_turns;
+        self.queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| EngineError::QueueFull)
+    }
+
+    fn tenant_limit(&self, tenant: &TenantId) -> Arc<Semaphore> {
+        self.tenants
+            .lock()
+            .expect("tenant limits lock")
+            .entry(tenant.clone())
+            .or_insert_with(|| {
+                Arc::new(Semaphore::new(
+                    self.settings.max_concurrent_turns_per_tenant,
+                ))
+            })
+            .clone()
+    }
+
+    /// Waits for a slot (tenant first, then global), then runs the turn to its end.
+    async fn execute(self: Arc<Self>, turn: Turn, control: Arc<TurnControl>) {
+        let tenant_limit = self.tenant_limit(&turn.tenant_id);
+        let permits = tokio::select! {
+            biased;
+            _ = control.token().cancelled() => None,
+            permits = acquire(tenant_limit, self.global.clone()) => permits,
+        };
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        match permits {
+            Some(_permits) => agent_loop::run_turn(&self, &turn, &control).await,
+            None => agent_loop::stop_unstarted(&self, &turn, control.reason()).await,
+        }
+        self.controls
+            .lock()
+            .expect("controls lock")
+            .remove(&turn.id);
+    }
+
+    /// Stops a queued or running turn and waits (briefly) for its end. Stopping a turn
+    /// that already ended changes nothing.
+    pub async fn cancel_turn(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        turn_id: &TurnId,
+    ) -> Result<Turn, EngineError> {
+        let turn = self
+            .store
+            .get_turn(tenant, session, turn_id)
+            .await
+            .map_err(|e| not_found(e, "turn"))?;
+        if turn.status.is_terminal() {
+            return Ok(turn);
+        }
+        let control = self
+            .controls
+            .lock()
+            .expect("controls lock")
+            .get(turn_id)
+            .cloned();
+        let Some(control) = control else {
+            return Ok(turn);
+        };
+        control.stop(TurnError::new(
+            TurnError::CANCELLED,
+            "the turn was cancelled by the client",
+        ));
+        self.wait_for_end(tenant, session, turn_id, Duration::from_secs(10))
+            .await
+    }
+
+    /// Follows the turn until its `turn_stop` (or the timeout), then reads it.
+    async fn wait_for_end(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        turn_id: &TurnId,
+        limit: Duration,
+    ) -> Result<Turn, EngineError> {
+        let events = self.follow(Follow {
+            tenant: tenant.clone(),
+            session: session.clone(),
+            turn: Some(turn_id.clone()),
+            after: 0,
+        });
+        let drained = events.for_each(|_| async {});
+        let _ = tokio::time::timeout(limit, drained).await;
+        Ok(self.store.get_turn(tenant, session, turn_id).await?)
+    }
+
+    /// Deletes a session, stopping its active turn first.
+    pub async fn delete_session(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<(), EngineError> {
+        if let Some(active) = self.store.get_active_turn(tenant, session).await? {
+            self.cancel_turn(tenant, session, &active.id).await?;
+        }
+        self.store
+            .delete_session(tenant, session)
+            .await
+            .map_err(|e| not_found(e, "session"))
+    }
+
+    /// Ends every turn a previous process left queued or running.
+    pub async fn recover(&self) -> Result<usize, EngineError> {
+        let unfinished = self.store.list_unfinished_turns().await?;
+        for turn in &unfinished {
+            agent_loop::interrupt_orphan(self, turn).await?;
+        }
+        Ok(unfinished.len())
+    }
+
+    /// Graceful shutdown: refuse new turns, let running ones finish within `grace`,
+    /// interrupt the rest, commit every event, then end live streams.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.accepting.store(false, Ordering::Release);
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            let controls: Vec<Arc<TurnControl>> = self
+                .controls
+                .lock()
+                .expect("controls lock")
+                .values()
+                .cloned()
+                .collect();
+            tracing::warn!(
+                turns = controls.len(),
+                "grace period over: interrupting turns"
+            );
+            for control in controls {
+                control.stop(TurnError::new(
+                    TurnError::INTERRUPTED,
+                    "the server shut down before the turn finished",
+                ));
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(10), self.tracker.wait()).await;
+        }
+        self.writer.flush().await;
+        self.shutdown.cancel();
+    }
+
+    pub fn is_accepting(&self) -> bool {
+        self.accepting.load(Ordering::Acquire)
+    }
+}
+
+async fn acquire(
+    tenant: Arc<Semaphore>,
+    global: Arc<Semaphore>,
+) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+    let tenant = tenant.acquire_owned().await.ok()?;
+    let global = global.acquire_owned().await.ok()?;
+    Some((tenant, global))
+}
+
+fn not_found(error: StoreError, what: &'static str) -> EngineError {
+    match error {
+        StoreError::NotFound => EngineError::NotFound(what),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,94 @@
+//! Server-sent events: frames with `id:` and `event:`, keep-alive comments while idle, and
+//! headers that keep proxies from buffering.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use actix_web::HttpResponse;
+use actix_web::web::Bytes;
+use futures_util::{Stream, StreamExt};
+
+/// One SSE frame. `data` is compact JSON (one line).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
+    pub id: Option<i64>,
+    pub event: Option<&'static str>,
+    pub data: String,
+}
+
+impl Frame {
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(self.data.len() + 48);
+        if let Some(id) = self.id {
+            out.push_str(&format!("id: {id}\n"));
+        }
+        if let Some(event) = self.event {
+            out.push_str(&format!("event: {event}\n"));
+        }
+        for line in self.data.split('\n') {
+            out.push_str("data: ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push('\n');
+        out
+    }
+}
+
+/// A `text/event-stream` response of `frames`, with a comment every `keep_alive` of silence.
+/// The stream ends when `frames` does; a client that leaves drops it.
+pub fn response(
+    frames: impl Stream<Item = Frame> + 'static,
+    keep_alive: Duration,
+    turn_id: Option<&str>,
+) -> HttpResponse {
+    let body = async_stream::stream! {
+        let mut frames = std::pin::pin!(frames);
+        let mut idle = tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive);
+        loop {
+            tokio::select! {
+                frame = frames.next() => match frame {
+                    Some(frame) => {
+                        idle.reset();
+                        yield Ok::<_, Infallible>(Bytes::from(frame.encode()));
+                    }
+                    None => break,
+                },
+                _ = idle.tick() => yield Ok(Bytes::from_static(b": keep-alive\n\n")),
+            }
+        }
+    };
+    let mut response = HttpResponse::Ok();
+    response
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"));
+    if let Some(turn_id) = turn_id {
+        response.insert_header((super::TURN_ID_HEADER, turn_id.to_owned()));
+    }
+    response.streaming(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_encode_as_sse() {
+        let frame = Frame {
+            id: Some(7),
+            event: Some("text_delta"),
+            data: r#"{"delta":"hi"}"#.into(),
+        };
+        assert_eq!(
+            frame.encode(),
+            "id: 7\nevent: text_delta\ndata: {\"delta\":\"hi\"}\n\n"
+        );
+        let bare = Frame {
+            id: None,
+            event: None,
+            data: "a\nb".into(),
+        };
+        assert_eq!(bare.encode(), "data: a\ndata: b\n\n");
+    }
+}

@@ -1,0 +1,125 @@
+//! The engine's events: one log per session that every protocol face renders.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Content, SessionId, StopReason, TurnError, TurnId, Usage};
+
+/// A stored event. `seq` is per session, strictly increasing and gap-free.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub session_id: SessionId,
+    pub seq: i64,
+    pub turn_id: TurnId,
+    pub data: EventData,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What happened. Serialized with its `kind` as the tag; stored as `kind` + `data`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventData {
+    TurnStart {},
+    /// An assistant message begins; its blocks follow until `MessageStop`.
+    MessageStart {},
+    TextDelta {
+        delta: String,
+    },
+    ThinkingDelta {
+        delta: String,
+    },
+    /// A tool call the assistant message makes (inside the message it belongs to).
+    ToolCall {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        name: String,
+        input: Map<String, Value>,
+    },
+    MessageStop {},
+    /// A server tool's result (a tool message of the history).
+    ToolResult {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        content: Content,
+    },
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    TurnStop {
+        #[serde(rename = "stopReason")]
+        stop_reason: StopReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<TurnError>,
+        #[serde(default)]
+        usage: Usage,
+    },
+}
+
+impl EventData {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventData::TurnStart {} => "turn_start",
+            EventData::MessageStart {} => "message_start",
+            EventData::TextDelta { .. } => "text_delta",
+            EventData::ThinkingDelta { .. } => "thinking_delta",
+            EventData::ToolCall { .. } => "tool_call",
+            EventData::MessageStop {} => "message_stop",
+            EventData::ToolResult { .. } => "tool_result",
+            EventData::Usage { .. } => "usage",
+            EventData::TurnStop { .. } => "turn_stop",
+        }
+    }
+
+    /// The stored form: the event's fields without its kind.
+    pub fn to_data(&self) -> Value {
+        let mut value = serde_json::to_value(self).expect("events serialize");
+        if let Value::Object(map) = &mut value {
+            map.remove("kind");
+        }
+        value
+    }
+
+    /// Rebuilds an event from its stored kind and data.
+    pub fn from_parts(kind: &str, data: Value) -> Result<EventData, serde_json::Error> {
+        let mut map = match data {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        map.insert("kind".into(), Value::String(kind.to_owned()));
+        serde_json::from_value(Value::Object(map))
+    }
+
+    pub fn is_turn_stop(&self) -> bool {
+        matches!(self, EventData::TurnStop { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_kind_and_data() {
+        let events = [
+            EventData::TurnStart {},
+            EventData::TextDelta { delta: "hi".into() },
+            EventData::ToolCall {
+                tool_call_id: "c1".into(),
+                name: "clock".into(),
+                input: Map::new(),
+            },
+            EventData::TurnStop {
+                stop_reason: StopReason::Error,
+                error: Some(TurnError::new("cancelled", "stopped")),
+                usage: Usage::default(),
+            },
+        ];
+        for event in events {
+            let back = EventData::from_parts(event.kind(), event.to_data()).unwrap();
+            assert_eq!(back, event);
+            assert!(event.to_data().get("kind").is_none());
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Turns: one request to an agent and everything it produced, with an explicit lifecycle.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{SessionId, TenantId, TurnId};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    pub id: TurnId,
+    pub tenant_id: TenantId,
+    pub session_id: SessionId,
+    pub status: TurnStatus,
+    pub stream: StreamMode,
+    pub stop_reason: Option<StopReason>,
+    pub error: Option<TurnError>,
+    pub usage: Usage,
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+    pub first_seq: Option<i64>,
+    pub last_seq: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// queued → running → completed | failed | cancelled | interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    Interrupted,
+}
+
+impl TurnStatus {
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, TurnStatus::Queued | TurnStatus::Running)
+    }
+
+    /// The terminal status a turn ends in.
+    pub fn after_stop(reason: StopReason, error: Option<&TurnError>) -> TurnStatus {
+        match (reason, error.map(|e| e.code.as_str())) {
+            (StopReason::Error, Some(TurnError::CANCELLED)) => TurnStatus::Cancelled,
+            (StopReason::Error, Some(TurnError::INTERRUPTED)) => TurnStatus::Interrupted,
+            (StopReason::Error, _) => TurnStatus::Failed,
+            _ => TurnStatus::Completed,
+        }
+    }
+}
+
+/// How the client asked to receive the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamMode {
+    #[default]
+    None,
+    Delta,
+    Message,
+}
+
+/// Why a turn stopped, as AAP names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    Refusal,
+    Error,
+}
+
+/// Why a turn failed, was cancelled or was interrupted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnError {
+    pub code: String,
+    pub message: String,
+}
+
+impl TurnError {
+    pub const CANCELLED: &'static str = "cancelled";
+    pub const INTERRUPTED: &'static str = "interrupted";
+
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What a turn consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub tool_calls: u64,
+    #[serde(default)]
+    pub wall_ms: u64,
+}
+
+macro_rules! text_enum {
+    ($ty:ty { $($variant:ident = $text:literal),+ $(,)? }) => {
+        impl $ty {
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok(Self::$variant),)+
+                    other => Err(format!("unknown {} `{other}`", stringify!($ty))),
+                }
+            }
+        }
+    };
+}
+
+text_enum!(TurnStatus {
+    Queued = "queued",
+    Running = "running",
+    Completed = "completed",
+    Failed = "failed",
+    Cancelled = "cancelled",
+    Interrupted = "interrupted",
+});
+text_enum!(StreamMode {
+    None = "none",
+    Delta = "delta",
+    Message = "message",
+});
+text_enum!(StopReason {
+    EndTurn = "end_turn",
+    ToolUse = "tool_use",
+    MaxTokens = "max_tokens",
+    Refusal = "refusal",
+    Error = "error",
+});

@@ -1,0 +1,54 @@
+//! Model providers: given the conversation so far, stream what the model says.
+
+mod echo;
+
+use std::collections::BTreeMap;
+
+use futures_util::stream::BoxStream;
+
+use crate::config::{AgentSettings, ProviderKind};
+use crate::model::{HistoryMessage, StopReason};
+
+pub use echo::EchoProvider;
+
+/// What the agent loop asks of a model for one step.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub system_prompt: String,
+    pub messages: Vec<HistoryMessage>,
+    /// The session's options, secrets decrypted: never log this.
+    pub options: BTreeMap<String, String>,
+}
+
+/// One streamed piece of a model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    ThinkingDelta(String),
+    TextDelta(String),
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    Stop(StopReason),
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    /// Safe to show a client: no keys, no raw bodies.
+    pub message: String,
+}
+
+pub trait Provider: Send + Sync {
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> BoxStream<'static, Result<ModelEvent, ProviderError>>;
+}
+
+/// The provider an agent's configuration names.
+pub fn for_agent(settings: &AgentSettings) -> Box<dyn Provider> {
+    match settings.provider {
+        ProviderKind::Echo => Box::new(EchoProvider::new(settings)),
+    }
+}

@@ -1,0 +1,257 @@
+//! Turns: recorded with the messages they bring, in one transaction.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use super::{Page, Store, StoreError, finish_page, with_db};
+use crate::model::{
+    HistoryMessage, Session, SessionId, StopReason, StreamMode, TenantId, Turn, TurnError, TurnId,
+    TurnStatus, Usage,
+};
+
+#[derive(sqlx::FromRow)]
+struct TurnRow {
+    id: TurnId,
+    tenant_id: TenantId,
+    session_id: SessionId,
+    status: String,
+    stream: String,
+    stop_reason: Option<String>,
+    error: Option<Json<TurnError>>,
+    usage: Json<Usage>,
+    idempotency_key: Option<String>,
+    request_hash: Option<String>,
+    first_seq: Option<i64>,
+    last_seq: Option<i64>,
+    created_at: DateTime<Utc>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<TurnRow> for Turn {
+    type Error = StoreError;
+
+    fn try_from(row: TurnRow) -> Result<Self, StoreError> {
+        Ok(Turn {
+            id: row.id,
+            tenant_id: row.tenant_id,
+            session_id: row.session_id,
+            status: row.status.parse().map_err(StoreError::Corrupt)?,
+            stream: row.stream.parse().map_err(StoreError::Corrupt)?,
+            stop_reason: row
+                .stop_reason
+                .map(|s| s.parse::<StopReason>())
+                .transpose()
+                .map_err(StoreError::Corrupt)?,
+            error: row.error.map(|Json(e)| e),
+            usage: row.usage.0,
+            idempotency_key: row.idempotency_key,
+            request_hash: row.request_hash,
+            first_seq: row.first_seq,
+            last_seq: row.last_seq,
+            created_at: row.created_at,
+            started_at: row.started_at,
+            finished_at: row.finished_at,
+        })
+    }
+}
+
+const TURN_COLUMNS: &str = "id, tenant_id, session_id, status, stream, stop_reason, error, usage, \
+     idempotency_key, request_hash, first_seq, last_seq, created_at, started_at, finished_at";
+
+/// Appends a message to a session's full and compacted histories at their next positions.
+pub(super) const APPEND_HISTORY: [&str; 2] = [
+    "INSERT INTO history (tenant_id, session_id, position, message, created_at, turn_id) \
+     SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, $4, $5 FROM history WHERE session_id = $2",
+    "INSERT INTO compacted_history (tenant_id, session_id, position, message, created_at, turn_id) \
+     SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, $4, $5 FROM compacted_history \
+     WHERE session_id = $2",
+];
+
+fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
+}
+
+impl Store {
+    /// Records a queued turn, the session's new configuration (if the turn changed it) and
+    /// the messages the turn brings, atomically. `Conflict("turns_one_active")` when the
+    /// session already has an active turn; `Conflict("turns_idempotency")` when the key
+    /// was used.
+    pub async fn insert_turn(
+        &self,
+        tenant: &TenantId,
+        turn: &Turn,
+        session_update: Option<&Session>,
+        input: &[HistoryMessage],
+    ) -> Result<(), StoreError> {
+        let result = with_db!(self, |pool| {
+            let mut tx = pool.begin().await?;
+            sqlx::query(
+                "INSERT INTO turns (id, tenant_id, session_id, status, stream, usage, \
+                 idempotency_key, request_hash, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .bind(&turn.id)
+            .bind(tenant)
+            .bind(&turn.session_id)
+            .bind(turn.status.as_str())
+            .bind(turn.stream.as_str())
+            .bind(Json(&turn.usage))
+            .bind(&turn.idempotency_key)
+            .bind(&turn.request_hash)
+            .bind(turn.created_at)
+            .execute(&mut *tx)
+            .await?;
+            if let Some(session) = session_update {
+                sqlx::query(
+                    "UPDATE sessions SET server_tools = $3, options = $4, sealed_options = $5, \
+                     client_tools = $6, updated_at = $7 WHERE tenant_id = $1 AND id = $2",
+                )
+                .bind(tenant)
+                .bind(&session.id)
+                .bind(Json(&session.server_tools))
+                .bind(Json(&session.options))
+                .bind(Json(&session.sealed_options))
+                .bind(Json(&session.client_tools))
+                .bind(session.updated_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            for message in input {
+                for sql in APPEND_HISTORY {
+                    sqlx::query(sql)
+                        .bind(tenant)
+                        .bind(&turn.session_id)
+                        .bind(Json(message))
+                        .bind(turn.created_at)
+                        .bind(&turn.id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await
+        });
+        result.map_err(StoreError::from)
+    }
+
+    pub async fn get_turn(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        turn: &TurnId,
+    ) -> Result<Turn, StoreError> {
+        let row: TurnRow = with_db!(self, |pool| {
+            sqlx::query_as(turns_query(
+                "tenant_id = $1 AND session_id = $2 AND id = $3",
+            ))
+            .bind(tenant)
+            .bind(session)
+            .bind(turn)
+            .fetch_one(pool)
+            .await
+        })?;
+        row.try_into()
+    }
+
+    pub async fn find_turn_by_idempotency_key(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        key: &str,
+    ) -> Result<Option<Turn>, StoreError> {
+        let row: Option<TurnRow> = with_db!(self, |pool| {
+            sqlx::query_as(turns_query(
+                "tenant_id = $1 AND session_id = $2 AND idempotency_key = $3",
+            ))
+            .bind(tenant)
+            .bind(session)
+            .bind(key)
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(Turn::try_from).transpose()
+    }
+
+    /// The session's queued or running turn, if any.
+    pub async fn get_active_turn(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Option<Turn>, StoreError> {
+        let row: Option<TurnRow> = with_db!(self, |pool| {
+            sqlx::query_as(turns_query(
+                "tenant_id = $1 AND session_id = $2 AND status IN ('queued', 'running')",
+            ))
+            .bind(tenant)
+            .bind(session)
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(Turn::try_from).transpose()
+    }
+
+    /// The session's turns, newest first.
+    pub async fn list_turns(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        page: Page<'_>,
+    ) -> Result<(Vec<Turn>, bool), StoreError> {
+        let rows: Vec<TurnRow> = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {TURN_COLUMNS} FROM turns WHERE tenant_id = $1 AND session_id = $2 \
+                 AND ($3 = '' OR id < $3) ORDER BY id DESC LIMIT $4"
+            )))
+            .bind(tenant)
+            .bind(session)
+            .bind(page.after.unwrap_or(""))
+            .bind(page.fetch_limit())
+            .fetch_all(pool)
+            .await
+        })?;
+        let (rows, more) = finish_page(rows, page);
+        let turns = rows
+            .into_iter()
+            .map(Turn::try_from)
+            .collect::<Result<_, _>>()?;
+        Ok((turns, more))
+    }
+
+    /// Every tenant's turns left queued or running. Not tenant-scoped: recovery at start-up
+    /// looks after the whole database.
+    pub async fn list_unfinished_turns(&self) -> Result<Vec<Turn>, StoreError> {
+        let rows: Vec<TurnRow> = with_db!(self, |pool| {
+            sqlx::query_as(turns_query("status IN ('queued', 'running') ORDER BY id"))
+                .fetch_all(pool)
+                .await
+        })?;
+        rows.into_iter().map(Turn::try_from).collect()
+    }
+
+    /// Sets a turn's terminal state without an event: for turns that never started.
+    pub async fn update_turn_status(
+        &self,
+        turn: &TurnId,
+        status: TurnStatus,
+    ) -> Result<(), StoreError> {
+        with_db!(self, |pool| {
+            sqlx::query("UPDATE turns SET status = $2, finished_at = $3 WHERE id = $1")
+                .bind(turn)
+                .bind(status.as_str())
+                .bind(crate::model::now())
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        Ok(())
+    }
+}
+
+impl StreamMode {
+    pub fn parse_request(value: Option<&str>) -> Result<StreamMode, String> {
+        match value {
+            None => Ok(StreamMode::None),
+            Some(s) => s.parse(),
+        }
+    }
+}

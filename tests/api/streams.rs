@@ -1,0 +1,235 @@
+//! The event log seen from outside: ids are the per-session seq, replay from any cursor
+//! gives exactly the rest, and switching from replay to live loses and repeats nothing.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::spawn_app;
+use crate::sse::Frame;
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+fn ids(frames: &[Frame]) -> Vec<i64> {
+    frames
+        .iter()
+        .map(|f| f.id.expect("every frame has an id"))
+        .collect()
+}
+
+#[tokio::test]
+async fn ids_are_the_session_seq_and_replay_from_every_cursor_gives_the_rest() {
+    let app = spawn_app().await;
+    let (tenant, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "thinker"}}))
+        .await;
+    let mut turns = Vec::new();
+    let mut live = Vec::new();
+    for text in ["first turn", "second turn"] {
+        let stream = app
+            .stream_turn(
+                &token,
+                &session,
+                json!({"stream": "delta", "messages": [user(text)]}),
+            )
+            .await;
+        turns.push(
+            stream.headers["agentry-turn-id"]
+                .to_str()
+                .unwrap()
+                .to_owned(),
+        );
+        live.extend(stream.collect().await);
+    }
+
+    // Ids increase across turns, and the log behind them is gap-free from 1.
+    let live_ids = ids(&live);
+    assert!(live_ids.windows(2).all(|w| w[0] < w[1]), "{live_ids:?}");
+    let log = app
+        .state
+        .store
+        .list_events(
+            &tenant.parse().unwrap(),
+            &session.parse().unwrap(),
+            None,
+            0,
+            1000,
+        )
+        .await
+        .unwrap();
+    let seqs: Vec<i64> = log.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    assert!(live_ids.iter().all(|id| seqs.contains(id)));
+    assert_eq!(live_ids.last(), seqs.last(), "turn_stop is the last event");
+
+    // Replaying the session from the start gives exactly what was streamed live.
+    let mut replay = app
+        .stream(&format!("/sessions/{session}/events"), &token, None)
+        .await;
+    let mut replayed = Vec::new();
+    while replayed.len() < live.len() {
+        replayed.push(replay.next().await.unwrap());
+    }
+    assert_eq!(replayed, live);
+
+    // A finished turn, from every cursor: exactly the remaining events, then the end.
+    let first_turn: Vec<Frame> = live
+        .iter()
+        .take_while(|f| f.event != "turn_stop")
+        .cloned()
+        .chain(live.iter().find(|f| f.event == "turn_stop").cloned())
+        .collect();
+    let last_seq = *ids(&first_turn).last().unwrap();
+    for cursor in 0..=last_seq {
+        let path = format!("/sessions/{session}/turns/{}/events", turns[0]);
+        let rest = if cursor % 2 == 0 {
+            app.stream(&path, &token, Some(cursor))
+                .await
+                .collect()
+                .await
+        } else {
+            app.stream(&format!("{path}?after={cursor}"), &token, None)
+                .await
+                .collect()
+                .await
+        };
+        let expected: Vec<Frame> = first_turn
+            .iter()
+            .filter(|f| f.id.unwrap() > cursor)
+            .cloned()
+            .collect();
+        assert_eq!(rest, expected, "cursor {cursor}");
+    }
+
+    // Message mode replays aggregate the same way live streams do.
+    let messages = app
+        .stream(
+            &format!(
+                "/sessions/{session}/turns/{}/events?stream=message",
+                turns[1]
+            ),
+            &token,
+            None,
+        )
+        .await
+        .collect()
+        .await;
+    let names: Vec<&str> = messages.iter().map(|f| f.event.as_str()).collect();
+    assert_eq!(names, ["turn_start", "thinking", "text", "turn_stop"]);
+    assert_eq!(messages[2].data["text"], "second turn");
+
+    let bad = app
+        .client
+        .get(app.url(&format!("/sessions/{session}/events")))
+        .bearer_auth(&token)
+        .header("Last-Event-ID", "yesterday")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_reader_joining_mid_turn_gets_the_prefix_from_the_log_and_the_rest_live() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "slow"}}))
+        .await;
+    let mut origin = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [user("0123456789abcdef")]}),
+        )
+        .await;
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(origin.next().await.unwrap());
+    }
+    let mut joiner = app
+        .stream(&format!("/sessions/{session}/events"), &token, None)
+        .await;
+    let joined = joiner.until_turn_stop().await;
+    seen.extend(origin.until_turn_stop().await);
+    assert_eq!(joined, seen, "no gap, no duplicate");
+    let text: String = joined
+        .iter()
+        .filter_map(|f| f.data["delta"].as_str())
+        .collect();
+    assert_eq!(text, "0123456789abcdef");
+    let ids = ids(&joined);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+
+    // The session stream stays open for the next turn, live.
+    let next = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("ok")]}),
+        )
+        .await;
+    assert_eq!(next.status, StatusCode::OK);
+    let more = joiner.until_turn_stop().await;
+    assert_eq!(more.first().unwrap().event, "turn_start");
+    assert!(more.first().unwrap().id.unwrap() > *ids.last().unwrap());
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_mid_turn_does_not_stop_it() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "slow"}}))
+        .await;
+    let text = "the turn goes on without me";
+    let mut stream = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [user(text)]}),
+        )
+        .await;
+    let turn = stream.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut received = vec![stream.next().await.unwrap(), stream.next().await.unwrap()];
+    drop(stream);
+
+    // Resume where the connection dropped.
+    let last = received.last().unwrap().id.unwrap();
+    let resumed = app
+        .stream(
+            &format!("/sessions/{session}/turns/{turn}/events"),
+            &token,
+            Some(last),
+        )
+        .await
+        .collect()
+        .await;
+    received.extend(resumed);
+    let streamed: String = received
+        .iter()
+        .filter_map(|f| f.data["delta"].as_str())
+        .collect();
+    assert_eq!(streamed, text);
+    assert_eq!(
+        received.last().unwrap().data,
+        json!({"stopReason": "end_turn"})
+    );
+
+    let history = app
+        .get(&format!("/sessions/{session}/history?type=full"), &token)
+        .await;
+    assert_eq!(
+        history.body["history"]["full"][1],
+        json!({"role": "assistant", "content": [{"type": "text", "text": text}]})
+    );
+    let record = app
+        .get(&format!("/sessions/{session}/turns/{turn}"), &token)
+        .await;
+    assert_eq!(record.body["status"], "completed");
+}
