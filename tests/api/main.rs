@@ -9,6 +9,7 @@ mod auth;
 mod deployment;
 mod errors;
 mod isolation;
+mod lifecycle;
 mod meta;
 mod persistence;
 mod quickstart;

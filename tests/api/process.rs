@@ -77,6 +77,37 @@ impl ServerProcess {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.address)
     }
+
+    /// SIGKILL: no shutdown code runs.
+    pub fn kill(mut self) {
+        self.child.kill().expect("kill");
+        self.child.wait().expect("reap");
+    }
+
+    /// SIGTERM: a graceful shutdown.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill -TERM runs");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit on its own.
+    pub fn wait_exit(mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "agentry did not exit within {limit:?}: {:?}",
+                self.logs.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for ServerProcess {

@@ -1,0 +1,224 @@
+//! The real binary killed and restarted, and shut down with SIGTERM.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::TestDb;
+use crate::process::{ServerProcess, agentry, run_ok};
+use crate::sse::SseReader;
+
+const SLOW_AGENT: &str = r#"
+[[agents]]
+name = "slow"
+provider = "echo"
+chunk_size = 1
+delay_ms = 50
+"#;
+
+struct Setup {
+    db: TestDb,
+    _dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+}
+
+impl Setup {
+    async fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("agentry.toml");
+        std::fs::write(&config, SLOW_AGENT).unwrap();
+        Setup {
+            db: TestDb::new().await,
+            _dir: dir,
+            config,
+        }
+    }
+
+    fn command(&self) -> std::process::Command {
+        let mut command = agentry(self.db.url());
+        command.arg("--config").arg(&self.config);
+        command
+    }
+
+    fn start(&self, env: &[(&str, &str)]) -> ServerProcess {
+        let mut command = self.command();
+        command.envs(env.iter().copied());
+        ServerProcess::start(command)
+    }
+
+    fn token(&self) -> String {
+        let tenant = run_ok(
+            self.command()
+                .args(["admin", "create-tenant", "lifecycle", "--raw"]),
+        );
+        let token = run_ok(
+            self.command()
+                .args(["admin", "issue-token", tenant.trim(), "--raw"]),
+        );
+        token.trim().to_owned()
+    }
+}
+
+async fn create_session(server: &ServerProcess, token: &str) -> String {
+    let reply: Value = reqwest::Client::new()
+        .post(server.url("/sessions"))
+        .bearer_auth(token)
+        .json(&json!({"agent": {"name": "slow"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    reply["sessionId"].as_str().unwrap().to_owned()
+}
+
+async fn stream_turn(server: &ServerProcess, token: &str, session: &str, text: &str) -> SseReader {
+    let response = reqwest::Client::new()
+        .post(server.url(&format!("/sessions/{session}/turns")))
+        .bearer_auth(token)
+        .json(&json!({"stream": "delta", "messages": [{"role": "user", "content": text}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    SseReader::new(response)
+}
+
+async fn get(server: &ServerProcess, token: &str, path: &str) -> Value {
+    reqwest::Client::new()
+        .get(server.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent() {
+    let setup = Setup::new().await;
+    let token = setup.token();
+    let server = setup.start(&[]);
+    let session = create_session(&server, &token).await;
+    let text = "k".repeat(200);
+    let mut stream = stream_turn(&server, &token, &session, &text).await;
+    let turn = stream.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut received = Vec::new();
+    for _ in 0..6 {
+        received.push(stream.next().await.unwrap());
+    }
+    server.kill();
+    drop(stream);
+
+    let server = setup.start(&[]);
+    let record = get(
+        &server,
+        &token,
+        &format!("/sessions/{session}/turns/{turn}"),
+    )
+    .await;
+    assert_eq!(record["status"], "interrupted");
+    assert_eq!(record["error"]["code"], "interrupted");
+
+    let replay = SseReader::new(
+        reqwest::Client::new()
+            .get(server.url(&format!("/sessions/{session}/turns/{turn}/events")))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .collect()
+    .await;
+    assert_eq!(
+        replay[..received.len()],
+        received[..],
+        "everything a client saw survives"
+    );
+    let stop = replay.last().unwrap();
+    assert_eq!(stop.event, "turn_stop");
+    assert_eq!(stop.data["stopReason"], "error");
+    assert_eq!(stop.data["error"]["code"], "interrupted");
+
+    // History and events agree on what the turn produced.
+    let streamed: String = replay
+        .iter()
+        .filter_map(|f| f.data["delta"].as_str())
+        .collect();
+    assert!(!streamed.is_empty() && streamed.len() < text.len());
+    let history = get(
+        &server,
+        &token,
+        &format!("/sessions/{session}/history?type=full"),
+    )
+    .await;
+    assert_eq!(
+        history["history"]["full"][1],
+        json!({"role": "assistant", "content": [{"type": "text", "text": streamed}]})
+    );
+
+    // The session takes a new turn.
+    let next: Value = reqwest::Client::new()
+        .post(server.url(&format!("/sessions/{session}/turns")))
+        .bearer_auth(&token)
+        .json(&json!({"messages": [{"role": "user", "content": "again"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(next["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn sigterm_lets_short_turns_finish_and_interrupts_the_rest_after_the_grace_period() {
+    let setup = Setup::new().await;
+    let token = setup.token();
+    let server = setup.start(&[("AGENTRY__ENGINE__SHUTDOWN_GRACE_SECONDS", "1")]);
+    let short_session = create_session(&server, &token).await;
+    let long_session = create_session(&server, &token).await;
+    let mut short = stream_turn(&server, &token, &short_session, "abc").await;
+    let mut long = stream_turn(&server, &token, &long_session, &"z".repeat(400)).await;
+    assert_eq!(short.next().await.unwrap().event, "turn_start");
+    assert_eq!(long.next().await.unwrap().event, "turn_start");
+
+    let signalled = Instant::now();
+    server.terminate();
+    let short = short.until_turn_stop().await;
+    assert_eq!(
+        short.last().unwrap().data,
+        json!({"stopReason": "end_turn"})
+    );
+    let text: String = short
+        .iter()
+        .filter_map(|f| f.data["delta"].as_str())
+        .collect();
+    assert_eq!(text, "abc");
+    let long = long.until_turn_stop().await;
+    assert_eq!(long.last().unwrap().data["error"]["code"], "interrupted");
+    let waited = signalled.elapsed();
+    assert!(
+        waited < Duration::from_secs(8),
+        "interrupted after {waited:?}"
+    );
+
+    let status = server.wait_exit(Duration::from_secs(20));
+    assert!(status.success(), "exit status {status:?}");
+
+    // Nothing was left for recovery: the restarted server finds both turns ended.
+    let server = setup.start(&[]);
+    let turns = get(&server, &token, &format!("/sessions/{long_session}/turns")).await;
+    assert_eq!(turns["turns"][0]["status"], "interrupted");
+    let turns = get(&server, &token, &format!("/sessions/{short_session}/turns")).await;
+    assert_eq!(turns["turns"][0]["status"], "completed");
+    let logs = server.logs.lock().unwrap().join("\n");
+    assert!(!logs.contains("recovered a turn"), "{logs}");
+}
