@@ -163,6 +163,9 @@ impl App {
                 .configure(|cfg| http::configure(cfg, &data.settings))
         })
         .workers(workers)
+        // SSE frames are small writes: without this, Nagle holds each one back until the
+        // client acknowledges the previous (up to 40 ms on a reused connection).
+        .tcp_nodelay(true)
         .disable_signals()
         .shutdown_timeout(5)
         .listen(listener)?

@@ -11,7 +11,7 @@ use super::runner::{Engine, TurnControl};
 use super::sessions::open_secret_options;
 use super::writer::{Append, Receipt};
 use crate::config::HistoryType;
-use crate::model::{EventData, HistoryMessage, StopReason, Turn, TurnError, Usage};
+use crate::model::{EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage};
 use crate::providers::{self, ModelEvent, ModelRequest};
 use crate::store::StoreError;
 
@@ -91,11 +91,16 @@ impl Outcome {
     }
 }
 
-pub(super) async fn run_turn(engine: &Engine, turn: &Turn, control: &TurnControl) {
+pub(super) async fn run_turn(
+    engine: &Engine,
+    turn: &Turn,
+    session: &Session,
+    control: &TurnControl,
+) {
     let started = Instant::now();
     let mut log = TurnLog::new(engine, turn);
     log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
-    let mut outcome = match model_step(engine, turn, control, &mut log).await {
+    let mut outcome = match model_step(engine, turn, session, control, &mut log).await {
         Ok(outcome) => outcome,
         Err(error) => {
             tracing::error!(turn_id = %turn.id, error = %error, "turn failed");
@@ -113,20 +118,17 @@ pub(super) async fn run_turn(engine: &Engine, turn: &Turn, control: &TurnControl
 async fn model_step(
     engine: &Engine,
     turn: &Turn,
+    session: &Session,
     control: &TurnControl,
     log: &mut TurnLog<'_>,
 ) -> Result<Outcome, EngineError> {
-    let session = engine
-        .store
-        .get_session(&turn.tenant_id, &turn.session_id)
-        .await?;
     let Some(agent) = engine.agents.get(&session.agent) else {
         return Ok(Outcome::failed(
             "agent_unavailable",
             format!("agent `{}` is no longer configured", session.agent),
         ));
     };
-    let options = open_secret_options(&engine.secrets, &session)?;
+    let options = open_secret_options(&engine.secrets, session)?;
     let messages = engine
         .store
         .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use futures_util::Stream;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -30,19 +31,25 @@ pub struct Follow {
 /// It subscribes before reading the log and drops what it has already delivered by seq, so
 /// nothing committed in between is lost or repeated. A subscriber that lags the broadcast
 /// catches up from the log.
+///
+/// `fresh` is a subscription taken before the followed turn wrote anything: then there is
+/// nothing to replay, and the first event received is the turn's first.
 pub fn follow(
     store: Store,
     fanout: Arc<Fanout>,
     shutdown: CancellationToken,
     follow: Follow,
+    fresh: Option<broadcast::Receiver<Arc<Event>>>,
 ) -> impl Stream<Item = Result<Arc<Event>, StoreError>> {
     async_stream::try_stream! {
-        let mut live = fanout.subscribe(&follow.session);
+        let replay = fresh.is_none();
+        let mut live = fresh.unwrap_or_else(|| fanout.subscribe(&follow.session));
         let mut last = follow.after;
+        let mut anchored = replay;
         let mut done = false;
 
         // Replay: everything already committed after the cursor.
-        loop {
+        while replay {
             let page = store
                 .list_events(&follow.tenant, &follow.session, follow.turn.as_ref(), last, PAGE)
                 .await?;
@@ -59,7 +66,7 @@ pub fn follow(
                 break;
             }
         }
-        if !done && let Some(turn) = &follow.turn {
+        if replay && !done && follow.after > 0 && let Some(turn) = &follow.turn {
             // A turn that ended before the cursor has nothing more to give.
             let turn = store.get_turn(&follow.tenant, &follow.session, turn).await?;
             done = turn.status.is_terminal() && turn.last_seq.is_some_and(|s| s <= last);
@@ -72,6 +79,17 @@ pub fn follow(
                 received = live.recv() => received,
             };
             let behind = match received {
+                Ok(event) if !anchored => {
+                    // A fresh subscription: the first event received is the turn's first.
+                    anchored = true;
+                    last = event.seq;
+                    if follow.turn.as_ref().is_some_and(|t| *t != event.turn_id) {
+                        continue;
+                    }
+                    done = ends(&follow, &event);
+                    yield event;
+                    continue;
+                }
                 Ok(event) if event.seq <= last => continue,
                 Ok(event) if event.seq == last + 1 => {
                     last = event.seq;
@@ -87,6 +105,7 @@ pub fn follow(
             };
             if behind {
                 // Missed some: read them from the log.
+                anchored = true;
                 loop {
                     let page = store
                         .list_events(&follow.tenant, &follow.session, follow.turn.as_ref(), last, PAGE)

@@ -15,5 +15,5 @@ pub use assemble::{MessageAssembler, turn_messages};
 pub use error::EngineError;
 pub use follow::Follow;
 pub use input::InputMessage;
-pub use runner::{Engine, TurnRequest};
+pub use runner::{Engine, StartedTurn, TurnRequest};
 pub use sessions::{REDACTED, SessionView, create_session, open_secret_options, redact};

@@ -49,6 +49,26 @@ impl TurnRequest {
     }
 }
 
+/// A turn `start_turn` accepted.
+#[derive(Debug)]
+pub struct StartedTurn {
+    pub turn: Turn,
+    /// An earlier turn with the same idempotency key and request, not a new one.
+    pub replayed: bool,
+    /// For a new turn: subscribed before it could write, so following it needs no replay.
+    live: Option<tokio::sync::broadcast::Receiver<Arc<Event>>>,
+}
+
+impl StartedTurn {
+    fn replay(turn: Turn) -> Self {
+        Self {
+            turn,
+            replayed: true,
+            live: None,
+        }
+    }
+}
+
 /// A running or queued turn's off switch, with the reason it was pulled.
 #[derive(Debug, Default)]
 pub struct TurnControl {
@@ -132,17 +152,38 @@ impl Engine {
             self.fanout.clone(),
             self.shutdown.clone(),
             what,
+            None,
         )
     }
 
-    /// Validates and records a turn, then runs it in the background. Returns the turn and
-    /// whether it is an earlier turn that this request retries (same idempotency key).
+    /// The events of a turn this process just started (or replays), from its first.
+    pub fn follow_started(
+        &self,
+        started: StartedTurn,
+    ) -> impl Stream<Item = Result<Arc<Event>, StoreError>> + use<> {
+        let what = Follow {
+            tenant: started.turn.tenant_id.clone(),
+            session: started.turn.session_id.clone(),
+            turn: Some(started.turn.id.clone()),
+            after: 0,
+        };
+        follow(
+            self.store.clone(),
+            self.fanout.clone(),
+            self.shutdown.clone(),
+            what,
+            started.live,
+        )
+    }
+
+    /// Validates and records a turn, then runs it in the background. A retry with the same
+    /// idempotency key gets the earlier turn instead.
     pub async fn start_turn(
         self: &Arc<Self>,
         tenant: &TenantId,
         session_id: &SessionId,
         request: TurnRequest,
-    ) -> Result<(Turn, bool), EngineError> {
+    ) -> Result<StartedTurn, EngineError> {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(EngineError::ShuttingDown);
         }
@@ -165,7 +206,7 @@ impl Engine {
         if let Some(key) = &request.idempotency_key
             && let Some(earlier) = self.earlier_turn(tenant, session_id, key, &request).await?
         {
-            return Ok((earlier, true));
+            return Ok(StartedTurn::replay(earlier));
         }
         let agent = self
             .agents
@@ -179,11 +220,10 @@ impl Engine {
                 agent.check_content(content, &format!("messages[{i}].content"))?;
             }
         }
-        let history = self
-            .store
-            .list_history(tenant, session_id, HistoryType::Full)
-            .await?;
-        check_input(&request.messages, &pending_tool_calls(&history))?;
+        check_input(
+            &request.messages,
+            &self.pending_tool_calls(tenant, session_id).await?,
+        )?;
         let updated = self.apply_overrides(&session, &request.agent)?;
 
         self.reserve_queue_slot()?;
@@ -219,7 +259,7 @@ impl Engine {
                 StoreError::Conflict(what) if what.contains("idempotency") => {
                     let key = request.idempotency_key.as_deref().unwrap_or_default();
                     match self.earlier_turn(tenant, session_id, key, &request).await? {
-                        Some(earlier) => Ok((earlier, true)),
+                        Some(earlier) => Ok(StartedTurn::replay(earlier)),
                         None => Err(EngineError::SessionBusy),
                     }
                 }
@@ -233,12 +273,44 @@ impl Engine {
             .lock()
             .expect("controls lock")
             .insert(turn.id.clone(), control.clone());
+        // Subscribed before the turn can write anything: its follower needs no replay.
+        let live = self.fanout.subscribe(session_id);
         let engine = self.clone();
         let job = turn.clone();
+        let session = updated.unwrap_or(session);
         self.tracker
-            .spawn(async move { engine.execute(job, control).await });
+            .spawn(async move { engine.execute(job, session, control).await });
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
-        Ok((turn, false))
+        Ok(StartedTurn {
+            turn,
+            replayed: false,
+            live: Some(live),
+        })
+    }
+
+    /// Tool calls still unanswered. They can only follow the last user message, so the tail
+    /// of the history usually answers; the whole history is read when it does not.
+    async fn pending_tool_calls(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Vec<String>, EngineError> {
+        const TAIL: i64 = 64;
+        let tail = self
+            .store
+            .list_recent_history(tenant, session, HistoryType::Full, TAIL)
+            .await?;
+        let has_user = tail
+            .iter()
+            .any(|m| matches!(m, HistoryMessage::User { .. }));
+        if has_user || (tail.len() as i64) < TAIL {
+            return Ok(pending_tool_calls(&tail));
+        }
+        let history = self
+            .store
+            .list_history(tenant, session, HistoryType::Full)
+            .await?;
+        Ok(pending_tool_calls(&history))
     }
 
     /// The turn an idempotency key already started, if the request is the same one.
@@ -329,7 +401,7 @@ impl Engine {
     }
 
     /// Waits for a slot (tenant first, then global), then runs the turn to its end.
-    async fn execute(self: Arc<Self>, turn: Turn, control: Arc<TurnControl>) {
+    async fn execute(self: Arc<Self>, turn: Turn, session: Session, control: Arc<TurnControl>) {
         let tenant_limit = self.tenant_limit(&turn.tenant_id);
         let permits = tokio::select! {
             biased;
@@ -338,7 +410,7 @@ impl Engine {
         };
         self.queued.fetch_sub(1, Ordering::AcqRel);
         match permits {
-            Some(_permits) => agent_loop::run_turn(&self, &turn, &control).await,
+            Some(_permits) => agent_loop::run_turn(&self, &turn, &session, &control).await,
             None => agent_loop::stop_unstarted(&self, &turn, control.reason()).await,
         }
         self.controls

@@ -8,10 +8,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fanout::Fanout;
 use crate::model::{Event, EventData, HistoryMessage, SessionId, TenantId, TurnId};
-use crate::store::{AppendGroup, Store, StoreError};
+use crate::store::{AppendGroup, Backend, Store, StoreError};
 
 /// Requests waiting for the writer; senders wait when it is full (back-pressure).
 const QUEUE: usize = 4096;
+/// Sessions whose next seq the writer remembers between turns.
+const MAX_CACHED_SESSIONS: usize = 100_000;
 
 /// One turn's append: its events and the history messages they complete.
 pub struct Append {
@@ -42,6 +44,7 @@ impl EventWriter {
     pub fn start(store: Store, fanout: Arc<Fanout>, max_batch_events: usize) -> EventWriter {
         let (requests, inbox) = mpsc::channel(QUEUE);
         let task = WriterTask {
+            keep_seq: store.backend() == Backend::Sqlite,
             store,
             fanout,
             max_batch_events,
@@ -77,8 +80,11 @@ struct WriterTask {
     store: Store,
     fanout: Arc<Fanout>,
     max_batch_events: usize,
-    /// The next seq of sessions with a turn in flight; reloaded from the log when absent.
+    /// The next seq of sessions; reloaded from the log when absent.
     next_seq: HashMap<SessionId, i64>,
+    /// Whether a session's next seq outlives its turn: on SQLite this process is the only
+    /// writer; on PostgreSQL another process may run the session's next turn.
+    keep_seq: bool,
     /// Turns an append failed for: their later events would leave a hole, so only their
     /// `turn_stop` is still accepted.
     failed_turns: HashSet<TurnId>,
@@ -202,11 +208,15 @@ impl WriterTask {
         }
     }
 
-    /// A finished turn's session may next be written by another process: reload its seq.
+    /// After a turn ends (or an append fails): reload the session's seq next time, unless
+    /// this process is the database's only writer.
     fn forget(&mut self, append: &Append) {
-        self.next_seq.remove(&append.session);
-        if append.events.iter().any(EventData::is_turn_stop) {
+        let stopped = append.events.iter().any(EventData::is_turn_stop);
+        if stopped {
             self.failed_turns.remove(&append.turn);
+        }
+        if !(self.keep_seq && stopped) || self.next_seq.len() > MAX_CACHED_SESSIONS {
+            self.next_seq.remove(&append.session);
         }
     }
 }

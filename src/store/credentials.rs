@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, with_db};
+use super::{Store, StoreError, with_db, with_writer};
 use crate::model::{Credential, CredentialId, TenantId, TenantStatus};
 
 #[derive(sqlx::FromRow)]
@@ -46,7 +46,7 @@ impl Store {
         credential: &Credential,
         secret_hash: &str,
     ) -> Result<(), StoreError> {
-        with_db!(self, |pool| {
+        with_writer!(self, |pool| {
             sqlx::query(
                 "INSERT INTO credentials (id, tenant_id, name, secret_hash, created_at) \
                  VALUES ($1, $2, $3, $4, $5)",
@@ -81,7 +81,7 @@ impl Store {
         tenant: &TenantId,
         credential: &CredentialId,
     ) -> Result<(), StoreError> {
-        let result = with_db!(self, |pool| {
+        let result = with_writer!(self, |pool| {
             sqlx::query("DELETE FROM credentials WHERE tenant_id = $1 AND id = $2")
                 .bind(tenant)
                 .bind(credential)

@@ -97,8 +97,8 @@ impl Store {
             .flat_map(|g| g.events.iter().map(move |e| (&g.tenant, e)))
             .collect();
         match &self.db {
-            Db::Sqlite(pool) => {
-                let mut tx = pool.begin().await?;
+            Db::Sqlite(pools) => {
+                let mut tx = pools.write.begin().await?;
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     let mut insert = QueryBuilder::<Sqlite>::new(INSERT_EVENTS);
                     insert.push_values(chunk, |mut row, (tenant, event)| {

@@ -34,4 +34,33 @@ impl Store {
         })?;
         Ok(rows.into_iter().map(|Json(m)| m).collect())
     }
+
+    /// The last `limit` messages of the session's history of the given type, in order.
+    pub async fn list_recent_history(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        kind: HistoryType,
+        limit: i64,
+    ) -> Result<Vec<HistoryMessage>, StoreError> {
+        let sql = match kind {
+            HistoryType::Full => {
+                "SELECT message FROM history WHERE tenant_id = $1 AND session_id = $2 \
+                 ORDER BY position DESC LIMIT $3"
+            }
+            HistoryType::Compacted => {
+                "SELECT message FROM compacted_history WHERE tenant_id = $1 AND session_id = $2 \
+                 ORDER BY position DESC LIMIT $3"
+            }
+        };
+        let rows: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
+            sqlx::query_scalar(sql)
+                .bind(tenant)
+                .bind(session)
+                .bind(limit)
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok(rows.into_iter().rev().map(|Json(m)| m).collect())
+    }
 }

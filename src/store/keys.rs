@@ -1,6 +1,6 @@
 //! Keys agentry generates for itself when the configuration names none.
 
-use super::{Store, StoreError, with_db};
+use super::{Store, StoreError, with_db, with_writer};
 
 impl Store {
     /// The stored key for `purpose`, storing `candidate` first if there is none. Several
@@ -10,7 +10,7 @@ impl Store {
         purpose: &str,
         candidate: &str,
     ) -> Result<String, StoreError> {
-        let secret: String = with_db!(self, |pool| {
+        let secret: String = with_writer!(self, |pool| {
             sqlx::query(
                 "INSERT INTO instance_keys (purpose, secret, created_at) VALUES ($1, $2, $3) \
                  ON CONFLICT (purpose) DO NOTHING",

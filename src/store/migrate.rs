@@ -32,8 +32,8 @@ impl AsyncTransaction for Migrator<'_> {
         let queries: Vec<&str> = queries.collect();
         let count = queries.len();
         match self.0 {
-            Db::Sqlite(pool) => {
-                let mut tx = pool.begin().await?;
+            Db::Sqlite(pools) => {
+                let mut tx = pools.write.begin().await?;
                 for query in queries {
                     sqlx::raw_sql(AssertSqlSafe(query))
                         .execute(&mut *tx)
@@ -58,7 +58,11 @@ impl AsyncTransaction for Migrator<'_> {
 impl AsyncQuery<Vec<Migration>> for Migrator<'_> {
     async fn query<'a>(&'a mut self, query: &'a str) -> Result<Vec<Migration>, sqlx::Error> {
         let rows: Vec<(i32, String, String, String)> = match self.0 {
-            Db::Sqlite(pool) => sqlx::query_as(AssertSqlSafe(query)).fetch_all(pool).await?,
+            Db::Sqlite(pools) => {
+                sqlx::query_as(AssertSqlSafe(query))
+                    .fetch_all(&pools.write)
+                    .await?
+            }
             Db::Postgres(pool) => sqlx::query_as(AssertSqlSafe(query)).fetch_all(pool).await?,
         };
         rows.into_iter()

@@ -29,21 +29,46 @@ pub use credentials::LoginCredential;
 pub use events::AppendGroup;
 pub use tenants::AuthState;
 
-/// Runs `$body` with `$pool` bound to the configured pool: the same SQL on both backends.
+/// Runs a read with `$pool` bound to the configured pool: the same SQL on both backends.
 macro_rules! with_db {
     ($store:expr, |$pool:ident| $body:expr) => {
         match &$store.db {
-            $crate::store::Db::Sqlite($pool) => $body,
+            $crate::store::Db::Sqlite(pools) => {
+                let $pool = &pools.read;
+                $body
+            }
             $crate::store::Db::Postgres($pool) => $body,
         }
     };
 }
 pub(crate) use with_db;
 
+/// Runs a write (or a transaction that writes) with `$pool` bound to the writer pool.
+macro_rules! with_writer {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match &$store.db {
+            $crate::store::Db::Sqlite(pools) => {
+                let $pool = &pools.write;
+                $body
+            }
+            $crate::store::Db::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use with_writer;
+
 #[derive(Debug, Clone)]
 pub(crate) enum Db {
-    Sqlite(SqlitePool),
+    Sqlite(SqlitePools),
     Postgres(PgPool),
+}
+
+/// SQLite takes one writer at a time: writes queue for a single connection (fairly, without
+/// SQLite's sleeping busy handler), reads run on read-only connections beside it (WAL).
+#[derive(Debug, Clone)]
+pub(crate) struct SqlitePools {
+    pub read: SqlitePool,
+    pub write: SqlitePool,
 }
 
 #[derive(Debug, Clone)]
@@ -104,12 +129,17 @@ impl Store {
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_millis(settings.sqlite_busy_timeout_ms));
             create_parent_dir(options.get_filename())?;
-            let pool = SqlitePoolOptions::new()
+            let write = SqlitePoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(options.clone())
+                .await?;
+            let read = SqlitePoolOptions::new()
                 .max_connections(settings.max_connections)
                 .acquire_timeout(Duration::from_secs(10))
-                .connect_with(options)
+                .connect_with(options.read_only(true))
                 .await?;
-            Db::Sqlite(pool)
+            Db::Sqlite(SqlitePools { read, write })
         } else {
             let options = PgConnectOptions::from_str(url)?;
             let pool = PgPoolOptions::new()
@@ -139,7 +169,13 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        with_db!(self, |pool| pool.close().await);
+        match &self.db {
+            Db::Sqlite(pools) => {
+                pools.read.close().await;
+                pools.write.close().await;
+            }
+            Db::Postgres(pool) => pool.close().await,
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::{Page, Store, StoreError, finish_page, with_db};
+use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec};
 
 #[derive(sqlx::FromRow)]
@@ -48,7 +48,7 @@ impl Store {
         session: &Session,
         seed: &[HistoryMessage],
     ) -> Result<(), StoreError> {
-        with_db!(self, |pool| {
+        with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
             sqlx::query(
                 "INSERT INTO sessions (id, tenant_id, agent, server_tools, options, \
@@ -132,7 +132,7 @@ impl Store {
         tenant: &TenantId,
         session: &SessionId,
     ) -> Result<(), StoreError> {
-        let result = with_db!(self, |pool| {
+        let result = with_writer!(self, |pool| {
             sqlx::query("DELETE FROM sessions WHERE tenant_id = $1 AND id = $2")
                 .bind(tenant)
                 .bind(session)

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Page, Store, StoreError, finish_page, with_db};
+use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{CredentialId, Tenant, TenantId, TenantStatus, TokenId};
 
 #[derive(sqlx::FromRow)]
@@ -44,7 +44,7 @@ struct AuthRow {
 
 impl Store {
     pub async fn insert_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
-        with_db!(self, |pool| {
+        with_writer!(self, |pool| {
             sqlx::query(
                 "INSERT INTO tenants (id, name, status, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $4)",
@@ -96,7 +96,7 @@ impl Store {
         name: Option<&str>,
         status: Option<TenantStatus>,
     ) -> Result<Tenant, StoreError> {
-        let row: TenantRow = with_db!(self, |pool| {
+        let row: TenantRow = with_writer!(self, |pool| {
             sqlx::query_as(
                 "UPDATE tenants SET name = COALESCE($2, name), status = COALESCE($3, status), \
                  updated_at = $4 WHERE id = $1 RETURNING id, name, status, created_at",
@@ -113,7 +113,7 @@ impl Store {
 
     /// Deletes the tenant and, by cascade, everything it owns.
     pub async fn delete_tenant(&self, tenant: &TenantId) -> Result<(), StoreError> {
-        let result = with_db!(self, |pool| {
+        let result = with_writer!(self, |pool| {
             sqlx::query("DELETE FROM tenants WHERE id = $1")
                 .bind(tenant)
                 .execute(pool)

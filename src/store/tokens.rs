@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, with_db};
+use super::{Store, StoreError, with_db, with_writer};
 use crate::model::{ApiToken, TenantId, TokenId};
 
 #[derive(sqlx::FromRow)]
@@ -34,7 +34,7 @@ impl Store {
         tenant: &TenantId,
         token: &ApiToken,
     ) -> Result<(), StoreError> {
-        with_db!(self, |pool| {
+        with_writer!(self, |pool| {
             sqlx::query(
                 "INSERT INTO api_tokens (id, tenant_id, name, created_at, expires_at) \
                  VALUES ($1, $2, $3, $4, $5)",
@@ -70,7 +70,7 @@ impl Store {
         tenant: &TenantId,
         jti: &TokenId,
     ) -> Result<(), StoreError> {
-        let result = with_db!(self, |pool| {
+        let result = with_writer!(self, |pool| {
             sqlx::query(
                 "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $3) \
                  WHERE tenant_id = $1 AND id = $2",

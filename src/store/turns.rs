@@ -3,10 +3,10 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::{Page, Store, StoreError, finish_page, with_db};
+use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{
     HistoryMessage, Session, SessionId, StopReason, StreamMode, TenantId, Turn, TurnError, TurnId,
-    TurnStatus, Usage,
+    Usage,
 };
 
 #[derive(sqlx::FromRow)]
@@ -84,7 +84,7 @@ impl Store {
         session_update: Option<&Session>,
         input: &[HistoryMessage],
     ) -> Result<(), StoreError> {
-        let result = with_db!(self, |pool| {
+        let result = with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
             sqlx::query(
                 "INSERT INTO turns (id, tenant_id, session_id, status, stream, usage, \
@@ -226,24 +226,6 @@ impl Store {
                 .await
         })?;
         rows.into_iter().map(Turn::try_from).collect()
-    }
-
-    /// Sets a turn's terminal state without an event: for turns that never started.
-    pub async fn update_turn_status(
-        &self,
-        turn: &TurnId,
-        status: TurnStatus,
-    ) -> Result<(), StoreError> {
-        with_db!(self, |pool| {
-            sqlx::query("UPDATE turns SET status = $2, finished_at = $3 WHERE id = $1")
-                .bind(turn)
-                .bind(status.as_str())
-                .bind(crate::model::now())
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected())
-        })?;
-        Ok(())
     }
 }
 

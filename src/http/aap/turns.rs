@@ -71,20 +71,16 @@ pub async fn post_turn(
         idempotency_key,
         fingerprint,
     };
-    let (turn, _replayed) = state
+    let started = state
         .engine
         .start_turn(&auth.tenant_id, &session, turn_request)
         .await?;
-    let events = state.engine.follow(Follow {
-        tenant: auth.tenant_id.clone(),
-        session: session.clone(),
-        turn: Some(turn.id.clone()),
-        after: 0,
-    });
+    let turn = started.turn.id.clone();
+    let events = state.engine.follow_started(started);
     if stream == StreamMode::None {
-        return wait_for_result(turn.id, events).await;
+        return wait_for_result(turn, events).await;
     }
-    Ok(render_stream(&state, events, stream, Some(&turn.id)))
+    Ok(render_stream(&state, events, stream, Some(&turn)))
 }
 
 /// `stream: "none"`: waits for the turn to end and answers with what it produced.
