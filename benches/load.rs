@@ -187,7 +187,8 @@ where
     let started = Instant::now();
     let deadline = started + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
-    for (token, session) in clients.iter().cloned() {
+    for (token, session) in clients {
+        let (token, session) = (token.clone(), session.clone());
         let bench = bench.clone();
         let work = work.clone();
         tasks.push(tokio::spawn(async move {

@@ -42,6 +42,8 @@ CREATE TABLE sessions (
     options         JSONB NOT NULL,
     sealed_options  JSONB NOT NULL,
     client_tools    JSONB NOT NULL,
+    -- The last full-history position the compacted overlay stands for (NULL: none).
+    compacted_through BIGINT,
     created_at      TIMESTAMPTZ NOT NULL,
     updated_at      TIMESTAMPTZ NOT NULL
 );
@@ -57,7 +59,9 @@ CREATE TABLE history (
     PRIMARY KEY (session_id, position)
 );
 
--- What the agent feeds its model; rewritten by compaction.
+-- What compaction put in place of the full history up to sessions.compacted_through.
+-- The compacted history is this overlay followed by the full history after that position
+-- (the full history itself while nothing was compacted).
 CREATE TABLE compacted_history (
     tenant_id   TEXT NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,

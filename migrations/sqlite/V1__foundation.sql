@@ -43,6 +43,8 @@ CREATE TABLE sessions (
     options         TEXT NOT NULL,
     sealed_options  TEXT NOT NULL,
     client_tools    TEXT NOT NULL,
+    -- The last full-history position the compacted overlay stands for (NULL: none).
+    compacted_through INTEGER,
     created_at      TEXT NOT NULL,
     updated_at      TEXT NOT NULL
 );
@@ -58,7 +60,9 @@ CREATE TABLE history (
     PRIMARY KEY (session_id, position)
 );
 
--- What the agent feeds its model; rewritten by compaction.
+-- What compaction put in place of the full history up to sessions.compacted_through.
+-- The compacted history is this overlay followed by the full history after that position
+-- (the full history itself while nothing was compacted).
 CREATE TABLE compacted_history (
     tenant_id   TEXT NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,

@@ -1,5 +1,6 @@
 //! Following a session's log: replay from a cursor, then live, with no gap and no duplicate.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use futures_util::Stream;
@@ -45,84 +46,65 @@ pub fn follow(
         let replay = fresh.is_none();
         let mut live = fresh.unwrap_or_else(|| fanout.subscribe(&follow.session));
         let mut last = follow.after;
+        // Whether `last` is known: a fresh subscription learns it from its first event.
         let mut anchored = replay;
-        let mut done = false;
+        // Events read from the log, not yet delivered; and whether the log has more.
+        let mut backlog: VecDeque<Event> = VecDeque::new();
+        let mut read_log = replay;
+        // A turn that ended before the cursor has nothing more to give: checked once.
+        let mut check_ended = replay && follow.after > 0 && follow.turn.is_some();
 
-        // Replay: everything already committed after the cursor.
-        while replay {
-            let page = store
-                .list_events(&follow.tenant, &follow.session, follow.turn.as_ref(), last, PAGE)
-                .await?;
-            let full = page.len() as i64 == PAGE;
-            for event in page {
+        loop {
+            if let Some(event) = backlog.pop_front() {
                 last = event.seq;
-                done = ends(&follow, &event);
+                let done = ends(&follow, &event);
                 yield Arc::new(event);
                 if done {
                     break;
                 }
+                continue;
             }
-            if done || !full {
-                break;
+            if read_log {
+                let page = store
+                    .list_events(&follow.tenant, &follow.session, follow.turn.as_ref(), last, PAGE)
+                    .await?;
+                read_log = page.len() as i64 == PAGE;
+                backlog.extend(page);
+                continue;
             }
-        }
-        if replay && !done && follow.after > 0 && let Some(turn) = &follow.turn {
-            // A turn that ended before the cursor has nothing more to give.
-            let turn = store.get_turn(&follow.tenant, &follow.session, turn).await?;
-            done = turn.status.is_terminal() && turn.last_seq.is_some_and(|s| s <= last);
-        }
-
-        // Live: committed events as they are published.
-        while !done {
+            if check_ended {
+                check_ended = false;
+                if let Some(turn) = &follow.turn {
+                    let turn = store.get_turn(&follow.tenant, &follow.session, turn).await?;
+                    if turn.status.is_terminal() && turn.last_seq.is_some_and(|s| s <= last) {
+                        break;
+                    }
+                }
+            }
             let received = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 received = live.recv() => received,
             };
-            let behind = match received {
-                Ok(event) if !anchored => {
-                    // A fresh subscription: the first event received is the turn's first.
+            match received {
+                Ok(event) if anchored && event.seq <= last => {}
+                Ok(event) if !anchored || event.seq == last + 1 => {
                     anchored = true;
                     last = event.seq;
                     if follow.turn.as_ref().is_some_and(|t| *t != event.turn_id) {
                         continue;
                     }
-                    done = ends(&follow, &event);
+                    let done = ends(&follow, &event);
                     yield event;
-                    continue;
-                }
-                Ok(event) if event.seq <= last => continue,
-                Ok(event) if event.seq == last + 1 => {
-                    last = event.seq;
-                    if follow.turn.as_ref().is_some_and(|t| *t != event.turn_id) {
-                        continue;
-                    }
-                    done = ends(&follow, &event);
-                    yield event;
-                    continue;
-                }
-                Ok(_) | Err(RecvError::Lagged(_)) => true,
-                Err(RecvError::Closed) => break,
-            };
-            if behind {
-                // Missed some: read them from the log.
-                anchored = true;
-                loop {
-                    let page = store
-                        .list_events(&follow.tenant, &follow.session, follow.turn.as_ref(), last, PAGE)
-                        .await?;
-                    let full = page.len() as i64 == PAGE;
-                    for event in page {
-                        last = event.seq;
-                        done = ends(&follow, &event);
-                        yield Arc::new(event);
-                        if done {
-                            break;
-                        }
-                    }
-                    if done || !full {
+                    if done {
                         break;
                     }
                 }
+                // A gap, or this subscriber lagged the broadcast: read what it missed.
+                Ok(_) | Err(RecvError::Lagged(_)) => {
+                    anchored = true;
+                    read_log = true;
+                }
+                Err(RecvError::Closed) => break,
             }
         }
     }

@@ -298,7 +298,7 @@ impl Engine {
         const TAIL: i64 = 64;
         let tail = self
             .store
-            .list_recent_history(tenant, session, HistoryType::Full, TAIL)
+            .list_recent_history(tenant, session, TAIL)
             .await?;
         let has_user = tail
             .iter()

@@ -43,14 +43,16 @@ pub fn response(
     turn_id: Option<&str>,
 ) -> HttpResponse {
     let body = async_stream::stream! {
-        let mut frames = std::pin::pin!(frames);
+        // Frames already available go out in one write (a replay is thousands of them).
+        let mut frames = std::pin::pin!(frames.ready_chunks(256));
         let mut idle = tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive);
         loop {
             tokio::select! {
-                frame = frames.next() => match frame {
-                    Some(frame) => {
+                ready = frames.next() => match ready {
+                    Some(ready) => {
                         idle.reset();
-                        yield Ok::<_, Infallible>(Bytes::from(frame.encode()));
+                        let chunk: String = ready.iter().map(Frame::encode).collect();
+                        yield Ok::<_, Infallible>(Bytes::from(chunk));
                     }
                     None => break,
                 },

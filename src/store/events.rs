@@ -190,16 +190,14 @@ macro_rules! append_rest {
                 continue;
             };
             for message in &group.history {
-                for sql in APPEND_HISTORY {
-                    sqlx::query(sql)
-                        .bind(&group.tenant)
-                        .bind(&first.session_id)
-                        .bind(Json(message))
-                        .bind(first.created_at)
-                        .bind(&first.turn_id)
-                        .execute(&mut *$tx)
-                        .await?;
-                }
+                sqlx::query(APPEND_HISTORY)
+                    .bind(&group.tenant)
+                    .bind(&first.session_id)
+                    .bind(Json(message))
+                    .bind(first.created_at)
+                    .bind(&first.turn_id)
+                    .execute(&mut *$tx)
+                    .await?;
             }
             for change in group.events.iter().filter_map(turn_change) {
                 match change {

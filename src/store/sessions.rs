@@ -41,7 +41,7 @@ const SESSION_COLUMNS: &str = "id, tenant_id, agent, server_tools, options, seal
                                client_tools, created_at, updated_at";
 
 impl Store {
-    /// Records a new session and its seed messages (into both histories) atomically.
+    /// Records a new session and its seed messages atomically.
     pub async fn insert_session(
         &self,
         tenant: &TenantId,
@@ -66,22 +66,17 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             for (position, message) in seed.iter().enumerate() {
-                for insert in [
+                sqlx::query(
                     "INSERT INTO history (tenant_id, session_id, position, message, created_at) \
                      VALUES ($1, $2, $3, $4, $5)",
-                    "INSERT INTO compacted_history \
-                     (tenant_id, session_id, position, message, created_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                ] {
-                    sqlx::query(insert)
-                        .bind(tenant)
-                        .bind(&session.id)
-                        .bind(position as i64)
-                        .bind(Json(message))
-                        .bind(session.created_at)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                )
+                .bind(tenant)
+                .bind(&session.id)
+                .bind(position as i64)
+                .bind(Json(message))
+                .bind(session.created_at)
+                .execute(&mut *tx)
+                .await?;
             }
             tx.commit().await
         })?;

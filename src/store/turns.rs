@@ -59,14 +59,10 @@ impl TryFrom<TurnRow> for Turn {
 const TURN_COLUMNS: &str = "id, tenant_id, session_id, status, stream, stop_reason, error, usage, \
      idempotency_key, request_hash, first_seq, last_seq, created_at, started_at, finished_at";
 
-/// Appends a message to a session's full and compacted histories at their next positions.
-pub(super) const APPEND_HISTORY: [&str; 2] = [
-    "INSERT INTO history (tenant_id, session_id, position, message, created_at, turn_id) \
-     SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, $4, $5 FROM history WHERE session_id = $2",
-    "INSERT INTO compacted_history (tenant_id, session_id, position, message, created_at, turn_id) \
-     SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, $4, $5 FROM compacted_history \
-     WHERE session_id = $2",
-];
+/// Appends a message to a session's full history at its next position (the compacted
+/// history follows the full one past its overlay).
+pub(super) const APPEND_HISTORY: &str = "INSERT INTO history (tenant_id, session_id, position, message, created_at, turn_id) \
+     SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, $4, $5 FROM history WHERE session_id = $2";
 
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
@@ -118,16 +114,14 @@ impl Store {
                 .await?;
             }
             for message in input {
-                for sql in APPEND_HISTORY {
-                    sqlx::query(sql)
-                        .bind(tenant)
-                        .bind(&turn.session_id)
-                        .bind(Json(message))
-                        .bind(turn.created_at)
-                        .bind(&turn.id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                sqlx::query(APPEND_HISTORY)
+                    .bind(tenant)
+                    .bind(&turn.session_id)
+                    .bind(Json(message))
+                    .bind(turn.created_at)
+                    .bind(&turn.id)
+                    .execute(&mut *tx)
+                    .await?;
             }
             tx.commit().await
         });

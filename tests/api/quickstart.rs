@@ -72,6 +72,41 @@ async fn the_readme_quickstart_works_verbatim() {
         .unwrap();
     assert_eq!(history["history"]["full"][0]["content"], "Hello, agentry!");
 
+    // 5. Stream a turn: the agent's reply arrives as deltas.
+    let response = client
+        .post(server.url(&format!("/sessions/{session}/turns")))
+        .bearer_auth(token)
+        .json(&json!({"stream": "delta", "messages": [{"role": "user", "content": "Tell me a story."}]}))
+        .send()
+        .await
+        .unwrap();
+    let turn = response.headers()["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let frames = crate::sse::SseReader::new(response).collect().await;
+    let reply: String = frames
+        .iter()
+        .filter_map(|f| f.data["delta"].as_str())
+        .collect();
+    assert_eq!(reply, "Tell me a story.");
+    assert_eq!(frames.last().unwrap().data["stopReason"], "end_turn");
+
+    // 6. Resume after the second event, as a client that lost its connection would.
+    let second = frames[1].id.unwrap();
+    let resumed = crate::sse::SseReader::new(
+        client
+            .get(server.url(&format!("/sessions/{session}/turns/{turn}/events")))
+            .bearer_auth(token)
+            .header("Last-Event-ID", second.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .collect()
+    .await;
+    assert_eq!(resumed[..], frames[2..]);
+
     let logs = server.logs.lock().unwrap().join("\n");
     assert!(!logs.contains("sk-my-own-key"));
 }

@@ -547,3 +547,47 @@ async fn deleting_a_session_stops_its_turn_first() {
         StatusCode::NOT_FOUND
     );
 }
+
+#[tokio::test]
+async fn a_shutting_down_engine_refuses_new_turns_and_finishes_running_ones() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let busy = app
+        .create_session(&token, json!({"agent": {"name": "slow"}}))
+        .await;
+    let idle = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let mut running = app
+        .stream_turn(
+            &token,
+            &busy,
+            json!({"stream": "delta", "messages": [user("finish me")]}),
+        )
+        .await;
+    assert_eq!(running.next().await.unwrap().event, "turn_start");
+
+    let engine = app.state.engine.clone();
+    let shutdown = engine.shutdown(std::time::Duration::from_secs(30));
+    tokio::pin!(shutdown);
+    // Polled once, shutdown has stopped intake and waits for the running turn.
+    assert!(futures_util::poll!(&mut shutdown).is_pending());
+    assert!(!engine.is_accepting());
+    let refused = app
+        .post(
+            &format!("/sessions/{idle}/turns"),
+            &token,
+            json!({"messages": [user("late")]}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.code(), "shutting_down");
+    assert!(refused.headers.contains_key("retry-after"));
+
+    let (frames, ()) = tokio::join!(running.until_turn_stop(), &mut shutdown);
+    assert_eq!(joined(&frames, "text_delta"), "finish me");
+    assert_eq!(
+        frames.last().unwrap().data,
+        json!({"stopReason": "end_turn"})
+    );
+}
