@@ -257,7 +257,8 @@ async fn main() {
         clients.len()
     );
 
-    // (b) delta-streaming turns, 20 deltas each
+    // (b) delta-streaming turns, 20 deltas each, on fresh sessions
+    let clients = bench.clients(args.concurrency).await;
     let (turns, secs) = throughput(
         &bench,
         &clients,
