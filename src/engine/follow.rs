@@ -101,6 +101,7 @@ pub fn follow(
                 }
                 // A gap, or this subscriber lagged the broadcast: read what it missed.
                 Ok(_) | Err(RecvError::Lagged(_)) => {
+                    tracing::debug!(session_id = %follow.session, after = last, "subscriber fell behind; reading the log");
                     anchored = true;
                     read_log = true;
                 }

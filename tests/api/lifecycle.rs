@@ -190,6 +190,15 @@ async fn sigterm_lets_short_turns_finish_and_interrupts_the_rest_after_the_grace
     assert_eq!(short.next().await.unwrap().event, "turn_start");
     assert_eq!(long.next().await.unwrap().event, "turn_start");
 
+    let watcher = SseReader::new(
+        reqwest::Client::new()
+            .get(server.url(&format!("/sessions/{short_session}/events")))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap(),
+    );
+
     let signalled = Instant::now();
     server.terminate();
     let short = short.until_turn_stop().await;
@@ -209,6 +218,10 @@ async fn sigterm_lets_short_turns_finish_and_interrupts_the_rest_after_the_grace
         waited < Duration::from_secs(8),
         "interrupted after {waited:?}"
     );
+
+    // A live session stream is closed cleanly, after the turn's end.
+    let watched = watcher.collect().await;
+    assert_eq!(watched.last().unwrap().event, "turn_stop");
 
     let status = server.wait_exit(Duration::from_secs(20));
     assert!(status.success(), "exit status {status:?}");

@@ -233,3 +233,69 @@ async fn a_client_that_disconnects_mid_turn_does_not_stop_it() {
         .await;
     assert_eq!(record.body["status"], "completed");
 }
+
+#[tokio::test]
+async fn a_subscriber_that_falls_behind_reads_the_log_and_misses_nothing() {
+    let db = std::sync::Arc::new(crate::helpers::TestDb::new().await);
+    let app = crate::helpers::spawn_app_on(db, "[engine]\nsubscriber_buffer = 2\n").await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    // Subscribed, then not read while a long turn streams past a 2-event buffer.
+    let mut lagging = app
+        .stream(&format!("/sessions/{session}/events"), &token, None)
+        .await;
+    let text = "0123456789".repeat(40);
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user(&text)]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let frames = lagging.until_turn_stop().await;
+    let ids = ids(&frames);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let streamed: String = frames
+        .iter()
+        .filter_map(|f| f.data["delta"].as_str())
+        .collect();
+    assert_eq!(streamed, text);
+    assert_eq!(frames.first().unwrap().event, "turn_start");
+    let fell_behind = crate::helpers::captured_logs()
+        .lines()
+        .any(|l| l.contains("subscriber fell behind") && l.contains(&session));
+    assert!(
+        fell_behind,
+        "the subscriber lagged the broadcast and caught up from the log"
+    );
+}
+
+#[tokio::test]
+async fn idle_streams_carry_keep_alive_comments() {
+    let db = std::sync::Arc::new(crate::helpers::TestDb::new().await);
+    let app = crate::helpers::spawn_app_on(db, "[engine]\nsse_keep_alive_seconds = 1\n").await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let response = app
+        .client
+        .get(app.url(&format!("/sessions/{session}/events")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let mut body = futures_util::StreamExt::boxed(response.bytes_stream());
+    let chunk = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        futures_util::StreamExt::next(&mut body),
+    )
+    .await
+    .expect("a keep-alive within the timeout")
+    .unwrap()
+    .unwrap();
+    assert_eq!(&chunk[..], b": keep-alive\n\n");
+}
