@@ -90,6 +90,11 @@ chunk_size = 4
 thinking = true
 "#;
 
+/// A user message.
+pub fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
 // ---------------------------------------------------------------- log capture
 
 static LOGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());

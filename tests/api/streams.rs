@@ -2,14 +2,10 @@
 //! gives exactly the rest, and switching from replay to live loses and repeats nothing.
 
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{spawn_app, user};
 use crate::sse::Frame;
-
-fn user(text: &str) -> Value {
-    json!({"role": "user", "content": text})
-}
 
 fn ids(frames: &[Frame]) -> Vec<i64> {
     frames

@@ -4,12 +4,8 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestDb, spawn_app, spawn_app_on};
+use crate::helpers::{TestDb, spawn_app, spawn_app_on, user};
 use crate::sse::Frame;
-
-fn user(text: &str) -> Value {
-    json!({"role": "user", "content": text})
-}
 
 fn names(frames: &[Frame]) -> Vec<&str> {
     frames.iter().map(|f| f.event.as_str()).collect()
