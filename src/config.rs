@@ -109,6 +109,21 @@ pub struct AgentSettings {
     pub tools: Vec<ToolSettings>,
     #[serde(default)]
     pub history: HistorySettings,
+    /// `openai` provider: the API's base URL (`…/v1`); `/chat/completions` is appended.
+    #[serde(default)]
+    pub base_url: String,
+    /// `openai` provider: the API key, sent as a bearer token (may be a template).
+    #[serde(default)]
+    pub api_key: Secret,
+    /// `openai` provider: the most tokens the model may write per step (`max_tokens`).
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    /// `openai` provider: seconds to wait for the response to start and between chunks.
+    #[serde(default = "default_provider_timeout")]
+    pub timeout_seconds: u64,
+    /// `openai` provider: retries after connection errors, 429 and 5xx before the first token.
+    #[serde(default = "default_provider_retries")]
+    pub max_retries: u32,
     /// `echo` provider: characters per delta.
     #[serde(default = "default_chunk_size")]
     pub chunk_size: usize,
@@ -118,6 +133,14 @@ pub struct AgentSettings {
     /// `echo` provider: think aloud before answering.
     #[serde(default)]
     pub thinking: bool,
+}
+
+fn default_provider_timeout() -> u64 {
+    120
+}
+
+fn default_provider_retries() -> u32 {
+    2
 }
 
 fn default_chunk_size() -> usize {
@@ -132,6 +155,7 @@ fn default_agent_version() -> String {
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     Echo,
+    Openai,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -318,7 +342,8 @@ impl Settings {
             figment = figment.merge(Toml::file_exact(file));
         }
         figment = figment.merge(Env::prefixed("AGENTRY__").split("__"));
-        let settings: Settings = figment.extract()?;
+        let mut settings: Settings = figment.extract()?;
+        settings.resolve_environment(|name| std::env::var(name).ok())?;
         settings.validate()?;
         Ok(settings)
     }
@@ -335,9 +360,33 @@ impl Settings {
         for layer in layers {
             figment = figment.merge(Toml::string(layer));
         }
-        let settings: Settings = figment.extract()?;
+        let mut settings: Settings = figment.extract()?;
+        settings.resolve_environment(|name| std::env::var(name).ok())?;
         settings.validate()?;
         Ok(settings)
+    }
+
+    /// Replaces `${NAME}` in agents' provider settings with environment variables, so
+    /// operator secrets stay out of configuration files.
+    pub fn resolve_environment(
+        &mut self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        for (i, agent) in self.agents.iter_mut().enumerate() {
+            let resolve = |key: &str, value: &str| {
+                crate::agents::template::resolve_env(value, &lookup).map_err(|name| {
+                    ConfigError::new(
+                        format!("agents[{i}].{key}"),
+                        format!("environment variable `{name}` is not set"),
+                    )
+                })
+            };
+            agent.base_url = resolve("base_url", &agent.base_url)?;
+            agent.api_key = Secret::new(resolve("api_key", agent.api_key.expose())?);
+            agent.model = resolve("model", &agent.model)?;
+            agent.system_prompt = resolve("system_prompt", &agent.system_prompt)?;
+        }
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -534,6 +583,43 @@ impl AgentSettings {
                 ));
             }
         }
+        if self.provider == ProviderKind::Openai {
+            if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+                return Err(ConfigError::new(
+                    format!("{at}.base_url"),
+                    "an openai agent needs an http:// or https:// base URL",
+                ));
+            }
+            if self.model.is_empty() {
+                return Err(ConfigError::new(
+                    format!("{at}.model"),
+                    "an openai agent needs a model",
+                ));
+            }
+            if self.timeout_seconds == 0 {
+                return Err(ConfigError::new(
+                    format!("{at}.timeout_seconds"),
+                    "must be at least 1",
+                ));
+            }
+        }
+        for (key, value) in [
+            ("base_url", self.base_url.as_str()),
+            ("api_key", self.api_key.expose()),
+            ("model", self.model.as_str()),
+            ("system_prompt", self.system_prompt.as_str()),
+        ] {
+            for name in crate::agents::template::option_references(value) {
+                if !self.options.iter().any(|o| o.name == name) {
+                    return Err(ConfigError::new(
+                        format!("{at}.{key}"),
+                        format!(
+                            "refers to `{{{{options.{name}}}}}`, which is not an option of this agent"
+                        ),
+                    ));
+                }
+            }
+        }
         if self.chunk_size == 0 {
             return Err(ConfigError::new(
                 format!("{at}.chunk_size"),
@@ -588,6 +674,30 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.key, "agents[0].options[0].default");
+    }
+
+    #[test]
+    fn provider_placeholders_are_checked_at_load() {
+        let agent = "[[agents]]\nname = \"a\"\nprovider = \"openai\"\nbase_url = \"http://x/v1\"\n";
+        let err = Settings::from_toml(&format!("{agent}model = \"{{{{options.model}}}}\"\n"))
+            .unwrap_err();
+        assert_eq!(err.key, "agents[0].model");
+        assert!(err.message.contains("options.model"), "{}", err.message);
+
+        let err = Settings::from_toml(agent).unwrap_err();
+        assert_eq!(err.key, "agents[0].model");
+
+        let err = Settings::from_toml(&format!(
+            "{agent}model = \"m\"\napi_key = \"${{AGENTRY_TEST_NEVER_SET}}\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(err.key, "agents[0].api_key");
+        assert!(err.message.contains("AGENTRY_TEST_NEVER_SET"));
+        let mut ok = Settings::from_toml("").unwrap();
+        ok.agents[0].system_prompt = "Hello ${WHO}".into();
+        ok.resolve_environment(|name| (name == "WHO").then(|| "world".to_owned()))
+            .unwrap();
+        assert_eq!(ok.agents[0].system_prompt, "Hello world");
     }
 
     #[test]

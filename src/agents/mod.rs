@@ -2,6 +2,7 @@
 //! must follow to use one.
 
 mod session_config;
+pub mod template;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

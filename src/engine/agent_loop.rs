@@ -10,6 +10,7 @@ use super::error::EngineError;
 use super::runner::{Engine, TurnControl};
 use super::sessions::open_secret_options;
 use super::writer::{Append, Receipt};
+use crate::agents::template::render_options;
 use crate::config::HistoryType;
 use crate::model::{EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage};
 use crate::providers::{self, ModelEvent, ModelRequest};
@@ -133,9 +134,9 @@ async fn model_step(
         .store
         .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)
         .await?;
-    let provider = providers::for_agent(agent.settings());
+    let provider = providers::for_agent(agent.settings(), &engine.http);
     let mut stream = provider.stream(ModelRequest {
-        system_prompt: agent.settings().system_prompt.clone(),
+        system_prompt: render_options(&agent.settings().system_prompt, &options),
         messages,
         options,
     });

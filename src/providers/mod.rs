@@ -1,6 +1,7 @@
 //! Model providers: given the conversation so far, stream what the model says.
 
 mod echo;
+mod openai;
 
 use std::collections::BTreeMap;
 
@@ -10,6 +11,7 @@ use crate::config::{AgentSettings, ProviderKind};
 use crate::model::{HistoryMessage, StopReason};
 
 pub use echo::EchoProvider;
+pub use openai::OpenAiProvider;
 
 /// What the agent loop asks of a model for one step.
 #[derive(Debug, Clone)]
@@ -47,8 +49,18 @@ pub trait Provider: Send + Sync {
 }
 
 /// The provider an agent's configuration names.
-pub fn for_agent(settings: &AgentSettings) -> Box<dyn Provider> {
+pub fn for_agent(settings: &AgentSettings, http: &reqwest::Client) -> Box<dyn Provider> {
     match settings.provider {
         ProviderKind::Echo => Box::new(EchoProvider::new(settings)),
+        ProviderKind::Openai => Box::new(OpenAiProvider::new(http.clone(), settings)),
     }
+}
+
+/// The HTTP client providers share.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .tcp_nodelay(true)
+        .build()
+        .expect("the HTTP client builds")
 }

@@ -2,6 +2,7 @@
 
 mod helpers;
 mod process;
+mod scripted;
 mod sse;
 
 mod admin;
@@ -12,6 +13,7 @@ mod isolation;
 mod lifecycle;
 mod meta;
 mod persistence;
+mod providers;
 mod quickstart;
 mod secrets;
 mod sessions;

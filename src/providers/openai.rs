@@ -1,0 +1,298 @@
+//! OpenAI-compatible Chat Completions (OpenAI, vLLM, Ollama, llama.cpp, DeepSeek, DashScope
+//! compatible mode): streamed text, reasoning as thinking, usage, finish reasons, retries.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use serde_json::{Value, json};
+
+use super::{ModelEvent, ModelRequest, Provider, ProviderError};
+use crate::agents::template::render_options;
+use crate::config::AgentSettings;
+use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
+
+pub struct OpenAiProvider {
+    http: reqwest::Client,
+    settings: AgentSettings,
+}
+
+impl OpenAiProvider {
+    pub fn new(http: reqwest::Client, settings: &AgentSettings) -> Self {
+        Self {
+            http,
+            settings: settings.clone(),
+        }
+    }
+}
+
+/// The conversation as Chat Completions messages.
+fn to_messages(system_prompt: &str, history: &[HistoryMessage]) -> Vec<Value> {
+    let mut messages = Vec::with_capacity(history.len() + 1);
+    if !system_prompt.is_empty() {
+        messages.push(json!({"role": "system", "content": system_prompt}));
+    }
+    for message in history {
+        messages.push(match message {
+            HistoryMessage::System { content } => json!({"role": "system", "content": content}),
+            HistoryMessage::User { content } => json!({"role": "user", "content": user_content(content)}),
+            HistoryMessage::Assistant { content } => assistant_message(content),
+            HistoryMessage::Tool {
+                tool_call_id,
+                content,
+            } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": plain_text(content)}),
+        });
+    }
+    messages
+}
+
+fn user_content(content: &Content) -> Value {
+    match content {
+        Content::Text(text) => json!(text),
+        Content::Blocks(blocks) => Value::Array(
+            blocks
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+                    ContentBlock::Image { url } => {
+                        Some(json!({"type": "image_url", "image_url": {"url": url}}))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn plain_text(content: &Content) -> String {
+    match content {
+        Content::Text(text) => text.clone(),
+        Content::Blocks(blocks) => blocks
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+/// Thinking is not sent back: these APIs take no reasoning in their input.
+fn assistant_message(content: &Content) -> Value {
+    let text = plain_text(content);
+    let tool_calls: Vec<Value> = content
+        .blocks()
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolUse {
+                tool_call_id,
+                name,
+                input,
+            } => Some(json!({
+                "id": tool_call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": Value::Object(input.clone()).to_string()}
+            })),
+            _ => None,
+        })
+        .collect();
+    let mut message = json!({"role": "assistant", "content": text});
+    if !tool_calls.is_empty() {
+        message["tool_calls"] = Value::Array(tool_calls);
+    }
+    message
+}
+
+fn stop_reason(finish: &str) -> StopReason {
+    match finish {
+        "length" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        _ => StopReason::EndTurn,
+    }
+}
+
+/// A short, key-free account of a failed response: its status and the API's own message.
+fn summarize(status: reqwest::StatusCode, body: &str, key: &str) -> String {
+    let detail = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v["error"]["message"]
+                .as_str()
+                .or(v["message"].as_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    let mut detail: String = detail.chars().take(200).collect();
+    if !key.is_empty() {
+        detail = detail.replace(key, "***");
+    }
+    if detail.is_empty() {
+        format!("the model provider answered {status}")
+    } else {
+        format!("the model provider answered {status}: {detail}")
+    }
+}
+
+fn retryable(status: reqwest::StatusCode) -> bool {
+    status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+}
+
+impl Provider for OpenAiProvider {
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> BoxStream<'static, Result<ModelEvent, ProviderError>> {
+        let base_url = render_options(&self.settings.base_url, &request.options);
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        let key = render_options(self.settings.api_key.expose(), &request.options);
+        let mut body = json!({
+            "model": render_options(&self.settings.model, &request.options),
+            "messages": to_messages(&request.system_prompt, &request.messages),
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if let Some(max) = self.settings.max_output_tokens {
+            body["max_tokens"] = json!(max);
+        }
+        let http = self.http.clone();
+        let timeout = Duration::from_secs(self.settings.timeout_seconds);
+        let retries = self.settings.max_retries;
+        let fail = |message: String| ProviderError { message };
+
+        async_stream::try_stream! {
+            let mut attempt = 0;
+            let response = loop {
+                let mut call = http.post(&url).json(&body);
+                if !key.is_empty() {
+                    call = call.bearer_auth(&key);
+                }
+                let outcome = tokio::time::timeout(timeout, call.send()).await;
+                let retry_in = Duration::from_millis(250 * 2u64.pow(attempt.min(5)));
+                let error = match outcome {
+                    Err(_) => "the model provider did not answer in time".to_owned(),
+                    Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
+                        "the model provider could not be reached".to_owned()
+                    }
+                    Ok(Err(_)) => Err(fail("the request to the model provider failed".into()))?,
+                    Ok(Ok(response)) if response.status().is_success() => break response,
+                    Ok(Ok(response)) => {
+                        let status = response.status();
+                        let text = response.text().await.unwrap_or_default();
+                        let summary = summarize(status, &text, &key);
+                        if !retryable(status) {
+                            Err(fail(summary.clone()))?;
+                        }
+                        summary
+                    }
+                };
+                if attempt >= retries {
+                    Err(fail(error.clone()))?;
+                }
+                attempt += 1;
+                tracing::warn!(attempt, error = %error, "retrying the model provider");
+                tokio::time::sleep(retry_in).await;
+            };
+
+            let mut events = response.bytes_stream().eventsource();
+            let mut stop = None;
+            loop {
+                let next = tokio::time::timeout(timeout, events.next())
+                    .await
+                    .map_err(|_| fail("the model provider stopped sending in time".into()))?;
+                let Some(event) = next else {
+                    break;
+                };
+                let event = event.map_err(|_| fail("the model provider's stream broke off".into()))?;
+                if event.data.trim() == "[DONE]" {
+                    break;
+                }
+                let Ok(chunk) = serde_json::from_str::<Value>(&event.data) else {
+                    continue;
+                };
+                if let Some(message) = chunk["error"]["message"].as_str() {
+                    Err(fail(summarize(reqwest::StatusCode::OK, &json!({"message": message}).to_string(), &key)))?;
+                }
+                let choice = &chunk["choices"][0];
+                let delta = &choice["delta"];
+                for field in ["reasoning_content", "reasoning"] {
+                    if let Some(thinking) = delta[field].as_str().filter(|t| !t.is_empty()) {
+                        yield ModelEvent::ThinkingDelta(thinking.to_owned());
+                    }
+                }
+                if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                    yield ModelEvent::TextDelta(text.to_owned());
+                }
+                if let Some(finish) = choice["finish_reason"].as_str() {
+                    stop = Some(stop_reason(finish));
+                }
+                if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+                    yield ModelEvent::Usage {
+                        input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+                        output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+                    };
+                }
+            }
+            match stop {
+                Some(reason) => yield ModelEvent::Stop(reason),
+                None => Err(fail("the model provider's stream ended without a finish reason".into()))?,
+            }
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_becomes_chat_messages() {
+        let history = vec![
+            HistoryMessage::User {
+                content: Content::Blocks(vec![
+                    ContentBlock::Text {
+                        text: "look".into(),
+                    },
+                    ContentBlock::Image {
+                        url: "https://x/a.png".into(),
+                    },
+                ]),
+            },
+            HistoryMessage::Assistant {
+                content: Content::Blocks(vec![
+                    ContentBlock::Thinking {
+                        thinking: "hm".into(),
+                    },
+                    ContentBlock::Text {
+                        text: "a cat".into(),
+                    },
+                ]),
+            },
+        ];
+        assert_eq!(
+            to_messages("Be brief.", &history),
+            vec![
+                json!({"role": "system", "content": "Be brief."}),
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "https://x/a.png"}}
+                ]}),
+                json!({"role": "assistant", "content": "a cat"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn error_summaries_keep_the_message_and_drop_the_key() {
+        let body = r#"{"error": {"message": "Incorrect API key provided: sk-abc123"}}"#;
+        let summary = summarize(reqwest::StatusCode::UNAUTHORIZED, body, "sk-abc123");
+        assert!(summary.contains("401"));
+        assert!(summary.contains("Incorrect API key"));
+        assert!(!summary.contains("sk-abc123"));
+        assert_eq!(stop_reason("length"), StopReason::MaxTokens);
+        assert_eq!(stop_reason("content_filter"), StopReason::Refusal);
+    }
+}

@@ -1,0 +1,272 @@
+//! The `openai` provider against a scripted OpenAI-compatible server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{TestApp, TestDb, captured_logs, spawn_app_on, user};
+use crate::scripted::{Reply, ScriptedOpenAi, finish, reasoning, text, usage};
+
+async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
+    let config = String::from("[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\n")
+        + "base_url = \""
+        + &server.url
+        + "\"\n"
+        + r#"model = "{{options.model}}"
+api_key = "{{options.api_key}}"
+system_prompt = "Answer in {{options.language}}."
+timeout_seconds = 1
+max_retries = 2
+
+[[agents.options]]
+name = "model"
+type = "select"
+options = ["tiny", "big"]
+default = "tiny"
+
+[[agents.options]]
+name = "language"
+type = "text"
+default = "English"
+
+[[agents.options]]
+name = "api_key"
+type = "secret"
+default = ""
+"#;
+    spawn_app_on(Arc::new(TestDb::new().await), &config).await
+}
+
+fn hello() -> Reply {
+    Reply::Stream(vec![
+        reasoning("Let me "),
+        reasoning("think."),
+        text("Bon"),
+        text("jour"),
+        finish("stop"),
+        usage(21, 4),
+    ])
+}
+
+#[tokio::test]
+async fn openai_streams_text_and_thinking_in_all_three_modes_with_options_applied() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let key = format!("sk-tenant-{}", uuid::Uuid::new_v4().simple());
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "gpt", "options": {"model": "big", "language": "French", "api_key": key}}}),
+        )
+        .await;
+
+    server.push(hello());
+    let stream = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [user("Hi")]}),
+        )
+        .await;
+    let delta = stream.collect().await;
+    let names: Vec<&str> = delta.iter().map(|f| f.event.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "turn_start",
+            "thinking_delta",
+            "thinking_delta",
+            "text_delta",
+            "text_delta",
+            "turn_stop"
+        ]
+    );
+    assert_eq!(delta[3].data, json!({"delta": "Bon"}));
+    assert_eq!(delta[5].data, json!({"stopReason": "end_turn"}));
+
+    server.push(hello());
+    let message = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "message", "messages": [user("Again")]}),
+        )
+        .await
+        .collect()
+        .await;
+    let names: Vec<&str> = message.iter().map(|f| f.event.as_str()).collect();
+    assert_eq!(names, ["turn_start", "thinking", "text", "turn_stop"]);
+    assert_eq!(message[2].data, json!({"text": "Bonjour"}));
+
+    server.push(hello());
+    let none = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("Once more")]}),
+        )
+        .await;
+    assert_eq!(
+        none.body,
+        json!({"stopReason": "end_turn", "messages": [{"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Let me think."},
+            {"type": "text", "text": "Bonjour"}
+        ]}]})
+    );
+
+    // What the provider received: the decrypted key, the option-picked model, the
+    // templated system prompt, and the history without thinking.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let last = &requests[2];
+    assert_eq!(
+        last.authorization.as_deref(),
+        Some(format!("Bearer {key}").as_str())
+    );
+    assert_eq!(last.body["model"], "big");
+    assert_eq!(last.body["stream"], true);
+    assert_eq!(
+        last.body["messages"],
+        json!([
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Bonjour"},
+            {"role": "user", "content": "Again"},
+            {"role": "assistant", "content": "Bonjour"},
+            {"role": "user", "content": "Once more"}
+        ])
+    );
+
+    // Usage is the provider's own count.
+    let turn = none.headers["agentry-turn-id"].to_str().unwrap();
+    let record = app
+        .get(&format!("/sessions/{session}/turns/{turn}"), &token)
+        .await;
+    assert_eq!(record.body["usage"]["input_tokens"], 21);
+    assert_eq!(record.body["usage"]["output_tokens"], 4);
+
+    // The key is nowhere a client or an operator can read it.
+    let replay = app
+        .stream(&format!("/sessions/{session}/events"), &token, None)
+        .await;
+    let mut replay = replay;
+    let mut frames = Vec::new();
+    while frames.len() < delta.len() + message.len() {
+        frames.push(replay.next().await.unwrap());
+    }
+    let history = app
+        .get(&format!("/sessions/{session}/history?type=full"), &token)
+        .await;
+    let session_view = app.get(&format!("/sessions/{session}"), &token).await;
+    for text in [
+        format!("{frames:?}"),
+        history.text,
+        session_view.text,
+        captured_logs(),
+    ] {
+        assert!(!text.contains(&key), "the key leaked");
+    }
+}
+
+async fn record_of(app: &TestApp, token: &str, session: &str, turn: String) -> serde_json::Value {
+    app.get(&format!("/sessions/{session}/turns/{turn}"), token)
+        .await
+        .body
+}
+
+#[tokio::test]
+async fn provider_failures_end_the_turn_with_a_clear_error_and_leave_the_session_usable() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let key = "sk-leaky-key-0123456789";
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "gpt", "options": {"api_key": key}}}),
+        )
+        .await;
+    let path = format!("/sessions/{session}/turns");
+    let turn = |text: &str| app.post(&path, &token, json!({"messages": [user(text)]}));
+    let error_of = |reply: &crate::helpers::Reply| {
+        let id = reply.headers["agentry-turn-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        record_of(&app, &token, &session, id)
+    };
+
+    // 5xx before the first token: retried, then a clear error.
+    for _ in 0..3 {
+        server.push(Reply::Status(
+            503,
+            json!({"error": {"message": "overloaded"}}),
+        ));
+    }
+    let failed = turn("one").await;
+    assert_eq!(failed.body["stopReason"], "error");
+    let record = error_of(&failed).await;
+    assert_eq!(record["status"], "failed");
+    assert_eq!(record["error"]["code"], "provider_error");
+    let message = record["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("503") && message.contains("overloaded"),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 3, "two retries");
+
+    // A client error is not retried, and its body is summarized without the key.
+    server.push(Reply::Status(
+        401,
+        json!({"error": {"message": format!("Incorrect API key provided: {key}")}}),
+    ));
+    let rejected = turn("two").await;
+    let record = error_of(&rejected).await;
+    let message = record["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("401") && message.contains("Incorrect API key"),
+        "{message}"
+    );
+    assert!(!message.contains(key));
+    assert_eq!(server.requests().len(), 4);
+
+    // After the first token: the stream breaks off; what arrived is kept.
+    server.push(Reply::Break(vec![text("Partial ")]));
+    let broken = turn("three").await;
+    let record = error_of(&broken).await;
+    assert_eq!(record["error"]["code"], "provider_error");
+    assert_eq!(
+        broken.body["messages"],
+        json!([{"role": "assistant", "content": [{"type": "text", "text": "Partial "}]}])
+    );
+
+    // A provider that never answers times out (timeout_seconds = 1, two retries).
+    for _ in 0..3 {
+        server.push(Reply::Hang);
+    }
+    let started = Instant::now();
+    let hung = turn("four").await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let record = error_of(&hung).await;
+    assert!(
+        record["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("in time")
+    );
+
+    // 429 then success: retried, and the session still works.
+    server.push(Reply::Status(
+        429,
+        json!({"error": {"message": "slow down"}}),
+    ));
+    server.push(hello());
+    let ok = turn("five").await;
+    assert_eq!(ok.status, StatusCode::OK);
+    assert_eq!(ok.body["stopReason"], "end_turn");
+    assert_eq!(ok.body["messages"][0]["content"][1]["text"], "Bonjour");
+    assert!(!captured_logs().contains(key));
+}
