@@ -7,7 +7,9 @@ pub mod template;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::{AgentSettings, HistoryType, ImageInput, OptionKind, OptionSettings};
+use crate::config::{
+    AgentSettings, HistoryType, ImageInput, OptionKind, OptionSettings, ProviderKind,
+};
 use crate::model::{ImageSource, ToolSpec};
 
 pub use session_config::{ResolvedSessionConfig, SessionConfigRequest};
@@ -74,7 +76,7 @@ impl Agent {
 
     /// Whether the agent's provider can call tools the client declares.
     pub fn accepts_client_tools(&self) -> bool {
-        false
+        self.settings.provider == ProviderKind::Openai
     }
 
     /// Server tools a client may enable for a session.

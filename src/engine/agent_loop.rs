@@ -12,7 +12,9 @@ use super::sessions::open_secret_options;
 use super::writer::{Append, Receipt};
 use crate::agents::template::render_options;
 use crate::config::HistoryType;
-use crate::model::{EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage};
+use crate::model::{
+    Content, EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage,
+};
 use crate::providers::{self, ModelEvent, ModelRequest};
 use crate::store::StoreError;
 
@@ -115,7 +117,24 @@ pub(super) async fn run_turn(
     tracing::info!(turn_id = %turn.id, status = %status, wall_ms = outcome.usage.wall_ms, "turn ended");
 }
 
-/// One model call: stream its answer as one assistant message.
+/// Most model calls in one turn; a model that keeps calling tools past it is stopped.
+const MAX_STEPS: usize = 16;
+
+/// A tool call the model made, as the loop resolves it.
+struct Call {
+    id: String,
+    name: String,
+}
+
+/// What one model call produced.
+struct Step {
+    stop_reason: StopReason,
+    error: Option<TurnError>,
+    calls: Vec<Call>,
+}
+
+/// The agent loop: call the model, resolve its tool calls, call it again, until it answers
+/// without tools, needs the client, fails, or runs out of steps.
 async fn model_step(
     engine: &Engine,
     turn: &Turn,
@@ -130,31 +149,96 @@ async fn model_step(
         ));
     };
     let options = open_secret_options(&engine.secrets, session)?;
-    let messages = engine
-        .store
-        .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)
-        .await?;
     let provider = providers::for_agent(agent.settings(), &engine.http);
-    let mut stream = provider.stream(ModelRequest {
-        system_prompt: render_options(&agent.settings().system_prompt, &options),
-        messages,
-        options,
-    });
-
-    log.emit(vec![EventData::MessageStart {}], Vec::new()).await;
-    let mut message = MessageAssembler::default();
+    let system_prompt = render_options(&agent.settings().system_prompt, &options);
     let mut outcome = Outcome {
         stop_reason: StopReason::EndTurn,
         error: None,
         usage: Usage::default(),
     };
+    for _ in 0..MAX_STEPS {
+        let messages = engine
+            .store
+            .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)
+            .await?;
+        let stream = provider.stream(ModelRequest {
+            system_prompt: system_prompt.clone(),
+            messages,
+            options: options.clone(),
+            tools: session.client_tools.clone(),
+        });
+        let step = stream_message(stream, control, log, &mut outcome.usage).await?;
+        outcome.stop_reason = step.stop_reason;
+        if step.error.is_some() {
+            outcome.error = step.error;
+            return Ok(outcome);
+        }
+        if step.calls.is_empty() {
+            if outcome.stop_reason == StopReason::ToolUse {
+                outcome.stop_reason = StopReason::EndTurn;
+            }
+            return Ok(outcome);
+        }
+        outcome.usage.tool_calls += step.calls.len() as u64;
+        let mut waiting = false;
+        for call in &step.calls {
+            if session.client_tools.iter().any(|t| t.name == call.name) {
+                waiting = true;
+                continue;
+            }
+            // Not a tool of this session: say so, so the model can correct itself.
+            let content = Content::Text(format!("Error: there is no tool named `{}`.", call.name));
+            log.emit(
+                vec![EventData::ToolResult {
+                    tool_call_id: call.id.clone(),
+                    content: content.clone(),
+                }],
+                vec![HistoryMessage::Tool {
+                    tool_call_id: call.id.clone(),
+                    content,
+                }],
+            )
+            .await;
+        }
+        log.sync().await?;
+        if waiting {
+            outcome.stop_reason = StopReason::ToolUse;
+            return Ok(outcome);
+        }
+    }
+    outcome.stop_reason = StopReason::Error;
+    outcome.error = Some(TurnError::new(
+        "max_steps",
+        format!("the model kept calling tools for {MAX_STEPS} steps"),
+    ));
+    Ok(outcome)
+}
+
+/// Streams one model answer into the log as one assistant message (its tool calls inside
+/// it), and stores the message in the history with the event that completes it.
+async fn stream_message(
+    mut stream: futures_util::stream::BoxStream<
+        'static,
+        Result<ModelEvent, providers::ProviderError>,
+    >,
+    control: &TurnControl,
+    log: &mut TurnLog<'_>,
+    usage: &mut Usage,
+) -> Result<Step, EngineError> {
+    log.emit(vec![EventData::MessageStart {}], Vec::new()).await;
+    let mut message = MessageAssembler::default();
+    let mut step = Step {
+        stop_reason: StopReason::EndTurn,
+        error: None,
+        calls: Vec::new(),
+    };
+    let mut step_usage = (0, 0);
     loop {
         let next = tokio::select! {
             biased;
             _ = control.token().cancelled() => {
-                let reason = control.reason();
-                outcome.stop_reason = StopReason::Error;
-                outcome.error = Some(reason);
+                step.stop_reason = StopReason::Error;
+                step.error = Some(control.reason());
                 break;
             }
             next = stream.next() => next,
@@ -171,21 +255,39 @@ async fn model_step(
                 log.emit(vec![EventData::ThinkingDelta { delta }], Vec::new())
                     .await;
             }
+            Some(Ok(ModelEvent::ToolCall { id, name, input })) => {
+                message.push_tool_use(&id, &name, &input);
+                step.calls.push(Call {
+                    id: id.clone(),
+                    name: name.clone(),
+                });
+                log.emit(
+                    vec![EventData::ToolCall {
+                        tool_call_id: id,
+                        name,
+                        input,
+                    }],
+                    Vec::new(),
+                )
+                .await;
+            }
             Some(Ok(ModelEvent::Usage {
                 input_tokens,
                 output_tokens,
             })) => {
-                outcome.usage.input_tokens += input_tokens;
-                outcome.usage.output_tokens += output_tokens;
+                step_usage.0 += input_tokens;
+                step_usage.1 += output_tokens;
             }
-            Some(Ok(ModelEvent::Stop(reason))) => outcome.stop_reason = reason,
+            Some(Ok(ModelEvent::Stop(reason))) => step.stop_reason = reason,
             Some(Err(error)) => {
-                outcome.stop_reason = StopReason::Error;
-                outcome.error = Some(TurnError::new("provider_error", error.message));
+                step.stop_reason = StopReason::Error;
+                step.error = Some(TurnError::new("provider_error", error.message));
                 break;
             }
         }
     }
+    usage.input_tokens += step_usage.0;
+    usage.output_tokens += step_usage.1;
     let history = if message.blocks().is_empty() {
         Vec::new()
     } else {
@@ -195,15 +297,15 @@ async fn model_step(
         vec![
             EventData::MessageStop {},
             EventData::Usage {
-                input_tokens: outcome.usage.input_tokens,
-                output_tokens: outcome.usage.output_tokens,
+                input_tokens: step_usage.0,
+                output_tokens: step_usage.1,
             },
         ],
         history,
     )
     .await;
     log.sync().await?;
-    Ok(outcome)
+    Ok(step)
 }
 
 /// A turn stopped while it waited for a slot: it still gets a start and an end.

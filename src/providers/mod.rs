@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use futures_util::stream::BoxStream;
 
 use crate::config::{AgentSettings, ProviderKind};
-use crate::model::{HistoryMessage, StopReason};
+use crate::model::{HistoryMessage, StopReason, ToolSpec};
 
 pub use echo::EchoProvider;
 pub use openai::OpenAiProvider;
@@ -20,6 +20,8 @@ pub struct ModelRequest {
     pub messages: Vec<HistoryMessage>,
     /// The session's options, secrets decrypted: never log this.
     pub options: BTreeMap<String, String>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
 }
 
 /// One streamed piece of a model's answer.
@@ -30,6 +32,12 @@ pub enum ModelEvent {
     Usage {
         input_tokens: u64,
         output_tokens: u64,
+    },
+    /// A whole tool call, once its streamed fragments are complete.
+    ToolCall {
+        id: String,
+        name: String,
+        input: serde_json::Map<String, serde_json::Value>,
     },
     Stop(StopReason),
 }

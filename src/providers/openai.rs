@@ -105,6 +105,70 @@ fn assistant_message(content: &Content) -> Value {
     message
 }
 
+/// Tool calls streamed in fragments, keyed by their `index`: the first fragment has the id
+/// and name, the rest add to the JSON arguments.
+#[derive(Default)]
+struct ToolCallFragments {
+    calls: Vec<(u64, String, String, String)>,
+}
+
+impl ToolCallFragments {
+    fn push(&mut self, fragments: &[Value]) {
+        for fragment in fragments {
+            let index = fragment["index"]
+                .as_u64()
+                .unwrap_or(self.calls.len() as u64);
+            let position = match self.calls.iter().position(|c| c.0 == index) {
+                Some(position) => position,
+                None => {
+                    self.calls
+                        .push((index, String::new(), String::new(), String::new()));
+                    self.calls.len() - 1
+                }
+            };
+            let call = &mut self.calls[position];
+            if let Some(id) = fragment["id"].as_str() {
+                call.1.push_str(id);
+            }
+            if let Some(name) = fragment["function"]["name"].as_str() {
+                call.2.push_str(name);
+            }
+            if let Some(arguments) = fragment["function"]["arguments"].as_str() {
+                call.3.push_str(arguments);
+            }
+        }
+    }
+
+    /// The calls in index order. Arguments that are not a JSON object are kept as
+    /// `{"_invalid_arguments": "<what the model sent>"}` for the tool's result to explain.
+    fn finish(mut self) -> Vec<ModelEvent> {
+        self.calls.sort_by_key(|c| c.0);
+        self.calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (_, id, name, arguments))| {
+                let input = if arguments.trim().is_empty() {
+                    serde_json::Map::new()
+                } else {
+                    match serde_json::from_str::<Value>(&arguments) {
+                        Ok(Value::Object(map)) => map,
+                        _ => serde_json::Map::from_iter([(
+                            "_invalid_arguments".to_owned(),
+                            Value::String(arguments),
+                        )]),
+                    }
+                };
+                let id = if id.is_empty() {
+                    format!("call_{i}")
+                } else {
+                    id
+                };
+                ModelEvent::ToolCall { id, name, input }
+            })
+            .collect()
+    }
+}
+
 fn stop_reason(finish: &str) -> StopReason {
     match finish {
         "length" => StopReason::MaxTokens,
@@ -157,6 +221,19 @@ impl Provider for OpenAiProvider {
         if let Some(max) = self.settings.max_output_tokens {
             body["max_tokens"] = json!(max);
         }
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({"type": "function", "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    }})
+                })
+                .collect();
+        }
         let http = self.http.clone();
         let timeout = Duration::from_secs(self.settings.timeout_seconds);
         let retries = self.settings.max_retries;
@@ -198,6 +275,7 @@ impl Provider for OpenAiProvider {
 
             let mut events = response.bytes_stream().eventsource();
             let mut stop = None;
+            let mut calls = ToolCallFragments::default();
             loop {
                 let next = tokio::time::timeout(timeout, events.next())
                     .await
@@ -225,6 +303,9 @@ impl Provider for OpenAiProvider {
                 if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
                     yield ModelEvent::TextDelta(text.to_owned());
                 }
+                if let Some(fragments) = delta["tool_calls"].as_array() {
+                    calls.push(fragments);
+                }
                 if let Some(finish) = choice["finish_reason"].as_str() {
                     stop = Some(stop_reason(finish));
                 }
@@ -234,6 +315,9 @@ impl Provider for OpenAiProvider {
                         output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
                     };
                 }
+            }
+            for call in calls.finish() {
+                yield call;
             }
             match stop {
                 Some(reason) => yield ModelEvent::Stop(reason),
@@ -281,6 +365,33 @@ mod tests {
                     {"type": "image_url", "image_url": {"url": "https://x/a.png"}}
                 ]}),
                 json!({"role": "assistant", "content": "a cat"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn streamed_tool_call_fragments_assemble_in_index_order() {
+        let mut calls = ToolCallFragments::default();
+        calls.push(&[
+            json!({"index": 1, "id": "b", "type": "function", "function": {"name": "clock", "arguments": ""}}),
+            json!({"index": 0, "id": "a", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":"}}),
+        ]);
+        calls.push(&[json!({"index": 0, "function": {"arguments": "\"cats\"}"}})]);
+        calls.push(&[json!({"index": 1, "function": {"arguments": "{}"}})]);
+        let events = calls.finish();
+        assert_eq!(
+            events,
+            vec![
+                ModelEvent::ToolCall {
+                    id: "a".into(),
+                    name: "lookup".into(),
+                    input: serde_json::from_value(json!({"q": "cats"})).unwrap()
+                },
+                ModelEvent::ToolCall {
+                    id: "b".into(),
+                    name: "clock".into(),
+                    input: serde_json::Map::new()
+                },
             ]
         );
     }

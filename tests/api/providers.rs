@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::helpers::{TestApp, TestDb, captured_logs, spawn_app_on, user};
-use crate::scripted::{Reply, ScriptedOpenAi, finish, reasoning, text, usage};
+use crate::scripted::{Reply, ScriptedOpenAi, finish, reasoning, text, tool_fragment, usage};
 
 async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
     let config = String::from("[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\n")
@@ -269,4 +269,177 @@ async fn provider_failures_end_the_turn_with_a_clear_error_and_leave_the_session
     assert_eq!(ok.body["stopReason"], "end_turn");
     assert_eq!(ok.body["messages"][0]["content"][1]["text"], "Bonjour");
     assert!(!captured_logs().contains(key));
+}
+
+#[tokio::test]
+async fn client_tools_stop_the_turn_and_their_results_resume_it() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let lookup = json!({"name": "lookup", "description": "Looks things up.",
+                        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}});
+    let weather = json!({"name": "weather", "description": "Tells the weather.",
+                         "parameters": {"type": "object"}});
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "gpt"}, "tools": [lookup, weather]}),
+        )
+        .await;
+    let meta = app.request(reqwest::Method::GET, "/meta", None, None).await;
+    assert_eq!(
+        meta.body["agents"][0]["capabilities"]["application"],
+        json!({"tools": {}})
+    );
+
+    // Two parallel calls, their arguments split across fragments.
+    server.push(Reply::Stream(vec![
+        text("Checking."),
+        tool_fragment(0, Some("call_a"), Some("lookup"), ""),
+        tool_fragment(1, Some("call_b"), Some("weather"), "{}"),
+        tool_fragment(0, None, None, "{\"q\":"),
+        tool_fragment(0, None, None, "\"cats\"}"),
+        finish("tool_calls"),
+    ]));
+    let frames = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [user("Cats?")]}),
+        )
+        .await
+        .collect()
+        .await;
+    let names: Vec<&str> = frames.iter().map(|f| f.event.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "turn_start",
+            "text_delta",
+            "tool_call",
+            "tool_call",
+            "turn_stop"
+        ]
+    );
+    assert_eq!(
+        frames[2].data,
+        json!({"toolCallId": "call_a", "name": "lookup", "input": {"q": "cats"}})
+    );
+    assert_eq!(
+        frames[3].data,
+        json!({"toolCallId": "call_b", "name": "weather", "input": {}})
+    );
+    assert_eq!(frames[4].data, json!({"stopReason": "tool_use"}));
+    let sent = &server.requests()[0].body;
+    assert_eq!(sent["tools"][0]["function"]["name"], "lookup");
+    assert_eq!(
+        sent["tools"][1]["function"]["parameters"],
+        json!({"type": "object"})
+    );
+
+    // A client that forgot its state finds the calls in the history.
+    let history = app
+        .get(&format!("/sessions/{session}/history?type=full"), &token)
+        .await;
+    let asked = &history.body["history"]["full"][1]["content"];
+    assert_eq!(asked[0], json!({"type": "text", "text": "Checking."}));
+    assert_eq!(
+        asked[1],
+        json!({"type": "tool_use", "toolCallId": "call_a", "name": "lookup", "input": {"q": "cats"}})
+    );
+
+    // A user message while calls are pending, or a partial answer, is refused.
+    let path = format!("/sessions/{session}/turns");
+    let early = app
+        .post(&path, &token, json!({"messages": [user("Well?")]}))
+        .await;
+    assert_eq!(early.status, StatusCode::BAD_REQUEST);
+    assert!(
+        early.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("call_a")
+    );
+    let partial = app
+        .post(
+            &path,
+            &token,
+            json!({"messages": [{"role": "tool", "toolCallId": "call_a", "content": "fluffy"}]}),
+        )
+        .await;
+    assert_eq!(partial.status, StatusCode::BAD_REQUEST);
+    assert!(
+        partial.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("call_b")
+    );
+
+    // Both answers in one turn: the model continues to the end.
+    server.push(Reply::Stream(vec![
+        text("Cats are fluffy; it is sunny."),
+        finish("stop"),
+    ]));
+    let done = app
+        .post(
+            &path,
+            &token,
+            json!({"messages": [
+                {"role": "tool", "toolCallId": "call_a", "content": "fluffy"},
+                {"role": "tool", "toolCallId": "call_b", "content": "sunny"}
+            ]}),
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.text);
+    assert_eq!(done.body["stopReason"], "end_turn");
+    let sent = &server.requests()[1].body["messages"];
+    let sent = sent.as_array().unwrap();
+    assert_eq!(
+        sent[2]["tool_calls"][0]["function"]["arguments"],
+        "{\"q\":\"cats\"}"
+    );
+    assert_eq!(
+        sent[3],
+        json!({"role": "tool", "tool_call_id": "call_a", "content": "fluffy"})
+    );
+    assert_eq!(
+        sent[4],
+        json!({"role": "tool", "tool_call_id": "call_b", "content": "sunny"})
+    );
+}
+
+#[tokio::test]
+async fn a_call_to_a_tool_that_does_not_exist_is_answered_for_the_model() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "gpt"}}))
+        .await;
+    server.push(Reply::Stream(vec![
+        tool_fragment(0, Some("call_x"), Some("teleport"), "{}"),
+        finish("tool_calls"),
+    ]));
+    server.push(Reply::Stream(vec![
+        text("I cannot teleport."),
+        finish("stop"),
+    ]));
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("Go")]}),
+        )
+        .await;
+    assert_eq!(reply.body["stopReason"], "end_turn");
+    let messages = reply.body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(messages[1]["role"], "tool");
+    assert!(
+        messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("no tool named `teleport`")
+    );
+    assert_eq!(messages[2]["content"][0]["text"], "I cannot teleport.");
 }

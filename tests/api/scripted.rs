@@ -133,3 +133,17 @@ impl ScriptedOpenAi {
         self.script.requests.lock().unwrap().clone()
     }
 }
+
+/// A fragment of a streamed tool call.
+pub fn tool_fragment(index: u64, id: Option<&str>, name: Option<&str>, arguments: &str) -> Value {
+    let mut call = json!({"index": index, "function": {"arguments": arguments}});
+    if let Some(id) = id {
+        call["id"] = json!(id);
+        call["type"] = json!("function");
+    }
+    if let Some(name) = name {
+        call["function"]["name"] = json!(name);
+    }
+    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m",
+           "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]})
+}
