@@ -192,19 +192,18 @@ pub enum OptionKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSettings {
+    /// A built-in tool: `clock`, `calculator` or `memory`.
     pub name: String,
     #[serde(default)]
     pub title: Option<String>,
+    /// Overrides the built-in's description.
     #[serde(default)]
-    pub description: String,
-    #[serde(default = "default_tool_parameters")]
-    pub parameters: serde_json::Value,
+    pub description: Option<String>,
+    /// Overrides the built-in's JSON Schema of arguments.
+    #[serde(default)]
+    pub parameters: Option<serde_json::Value>,
     #[serde(default = "default_true")]
     pub expose: bool,
-}
-
-fn default_tool_parameters() -> serde_json::Value {
-    serde_json::json!({"type": "object", "properties": {}})
 }
 
 fn default_true() -> bool {
@@ -576,10 +575,26 @@ impl AgentSettings {
                     format!("tool `{}` is declared twice", tool.name),
                 ));
             }
-            if !tool.parameters.is_object() {
+            if crate::tools::Builtin::named(&tool.name).is_none() {
+                let known: Vec<&str> = crate::tools::Builtin::ALL
+                    .iter()
+                    .map(|b| b.name())
+                    .collect();
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!(
+                        "unknown server tool `{}`; the built-ins are {}",
+                        tool.name,
+                        known.join(", ")
+                    ),
+                ));
+            }
+            if let Some(parameters) = &tool.parameters
+                && (!parameters.is_object() || jsonschema::validator_for(parameters).is_err())
+            {
                 return Err(ConfigError::new(
                     format!("{at}.parameters"),
-                    "must be a JSON Schema object",
+                    "must be a valid JSON Schema object",
                 ));
             }
         }

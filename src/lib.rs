@@ -13,6 +13,7 @@ pub mod model;
 pub mod providers;
 pub mod store;
 pub mod telemetry;
+pub mod tools;
 
 pub use app::{App, AppState};
 pub use config::Settings;

@@ -11,8 +11,25 @@ use crate::config::{
     AgentSettings, HistoryType, ImageInput, OptionKind, OptionSettings, ProviderKind,
 };
 use crate::model::{ImageSource, ToolSpec};
+use crate::tools::Builtin;
 
 pub use session_config::{ResolvedSessionConfig, SessionConfigRequest};
+
+fn tool_spec(settings: &crate::config::ToolSettings) -> ToolSpec {
+    let builtin = Builtin::named(&settings.name).expect("configuration names only built-ins");
+    ToolSpec {
+        name: settings.name.clone(),
+        title: settings.title.clone(),
+        description: settings
+            .description
+            .clone()
+            .unwrap_or_else(|| builtin.description().to_owned()),
+        parameters: settings
+            .parameters
+            .clone()
+            .unwrap_or_else(|| builtin.parameters()),
+    }
+}
 
 /// Every configured agent, in configuration order.
 #[derive(Debug, Clone)]
@@ -85,12 +102,23 @@ impl Agent {
             .tools
             .iter()
             .filter(|t| t.expose)
-            .map(|t| ToolSpec {
-                name: t.name.clone(),
-                title: t.title.clone(),
-                description: t.description.clone(),
-                parameters: t.parameters.clone(),
-            })
+            .map(tool_spec)
+    }
+
+    /// Internal server tools: always on and trusted.
+    pub fn internal_tools(&self) -> impl Iterator<Item = ToolSpec> + '_ {
+        self.settings
+            .tools
+            .iter()
+            .filter(|t| !t.expose)
+            .map(tool_spec)
+    }
+
+    /// A server tool's declaration (the built-in's, with the configuration's overrides).
+    pub fn server_tool(&self, name: &str) -> Option<(ToolSpec, Builtin, bool)> {
+        let settings = self.settings.tools.iter().find(|t| t.name == name)?;
+        let builtin = Builtin::named(name)?;
+        Some((tool_spec(settings), builtin, settings.expose))
     }
 
     pub fn has_server_tool(&self, name: &str) -> bool {

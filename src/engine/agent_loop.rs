@@ -7,16 +7,19 @@ use futures_util::StreamExt;
 
 use super::assemble::{MessageAssembler, turn_messages};
 use super::error::EngineError;
-use super::runner::{Engine, TurnControl};
+use super::runner::{Engine, Permission, TurnControl};
 use super::sessions::open_secret_options;
 use super::writer::{Append, Receipt};
+use crate::agents::Agent;
 use crate::agents::template::render_options;
 use crate::config::HistoryType;
+use crate::model::ToolSpec;
 use crate::model::{
     Content, EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage,
 };
 use crate::providers::{self, ModelEvent, ModelRequest};
 use crate::store::StoreError;
+use crate::tools;
 
 /// Appends a turn's events in order; remembers the last receipt to learn of failures.
 struct TurnLog<'a> {
@@ -98,12 +101,14 @@ pub(super) async fn run_turn(
     engine: &Engine,
     turn: &Turn,
     session: &Session,
+    permissions: &[Permission],
     control: &TurnControl,
 ) {
     let started = Instant::now();
     let mut log = TurnLog::new(engine, turn);
     log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
-    let mut outcome = match model_step(engine, turn, session, control, &mut log).await {
+    let mut outcome = match model_step(engine, turn, session, permissions, control, &mut log).await
+    {
         Ok(outcome) => outcome,
         Err(error) => {
             tracing::error!(turn_id = %turn.id, error = %error, "turn failed");
@@ -124,6 +129,66 @@ const MAX_STEPS: usize = 16;
 struct Call {
     id: String,
     name: String,
+    input: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Who answers a tool call.
+enum Resolution {
+    Client,
+    RunNow,
+    NeedsPermission,
+    Unknown,
+}
+
+/// Client tools are the client's; internal and trusted server tools run at once; enabled
+/// untrusted ones wait for the client's permission.
+fn resolve(agent: &Agent, session: &Session, name: &str) -> Resolution {
+    if session.client_tools.iter().any(|t| t.name == name) {
+        return Resolution::Client;
+    }
+    match agent.server_tool(name) {
+        Some((_, _, false)) => Resolution::RunNow,
+        Some(_) => match session.server_tools.iter().find(|t| t.name == name) {
+            Some(enabled) if enabled.trust => Resolution::RunNow,
+            Some(_) => Resolution::NeedsPermission,
+            None => Resolution::Unknown,
+        },
+        None => Resolution::Unknown,
+    }
+}
+
+/// Runs a server tool on validated arguments; the text is its result, errors included.
+/// Its `tool_call` is already durable, so a crash never runs it twice.
+async fn run_server_tool(
+    engine: &Engine,
+    turn: &Turn,
+    agent: &Agent,
+    name: &str,
+    input: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let Some((spec, builtin, _)) = agent.server_tool(name) else {
+        return format!("Error: there is no tool named `{name}`.");
+    };
+    if let Err(problem) = tools::validate_arguments(&spec.parameters, input) {
+        return format!("Error: invalid arguments: {problem}");
+    }
+    tools::run(builtin, input, &engine.store, &turn.tenant_id).await
+}
+
+/// A tool's result: an event, and a tool message in the history.
+async fn record_tool_result(log: &mut TurnLog<'_>, call_id: &str, text: String) {
+    let content = Content::Text(text);
+    log.emit(
+        vec![EventData::ToolResult {
+            tool_call_id: call_id.to_owned(),
+            content: content.clone(),
+        }],
+        vec![HistoryMessage::Tool {
+            tool_call_id: call_id.to_owned(),
+            content,
+        }],
+    )
+    .await;
 }
 
 /// What one model call produced.
@@ -139,6 +204,7 @@ async fn model_step(
     engine: &Engine,
     turn: &Turn,
     session: &Session,
+    permissions: &[Permission],
     control: &TurnControl,
     log: &mut TurnLog<'_>,
 ) -> Result<Outcome, EngineError> {
@@ -148,6 +214,31 @@ async fn model_step(
             format!("agent `{}` is no longer configured", session.agent),
         ));
     };
+    // Answers to calls that waited for permission: run the granted ones.
+    for permission in permissions {
+        let call = &permission.call;
+        let content = if permission.granted {
+            run_server_tool(engine, turn, agent, &call.name, &call.input).await
+        } else {
+            match permission.reason.as_deref().filter(|r| !r.is_empty()) {
+                Some(reason) => format!("Tool call denied: {reason}"),
+                None => "Tool call denied".to_owned(),
+            }
+        };
+        record_tool_result(log, &call.id, content).await;
+    }
+    log.sync().await?;
+    let tools: Vec<ToolSpec> = session
+        .client_tools
+        .iter()
+        .cloned()
+        .chain(
+            agent
+                .exposed_tools()
+                .filter(|t| session.server_tools.iter().any(|s| s.name == t.name)),
+        )
+        .chain(agent.internal_tools())
+        .collect();
     let options = open_secret_options(&engine.secrets, session)?;
     let provider = providers::for_agent(agent.settings(), &engine.http);
     let system_prompt = render_options(&agent.settings().system_prompt, &options);
@@ -165,7 +256,7 @@ async fn model_step(
             system_prompt: system_prompt.clone(),
             messages,
             options: options.clone(),
-            tools: session.client_tools.clone(),
+            tools: tools.clone(),
         });
         let step = stream_message(stream, control, log, &mut outcome.usage).await?;
         outcome.stop_reason = step.stop_reason;
@@ -182,23 +273,20 @@ async fn model_step(
         outcome.usage.tool_calls += step.calls.len() as u64;
         let mut waiting = false;
         for call in &step.calls {
-            if session.client_tools.iter().any(|t| t.name == call.name) {
-                waiting = true;
-                continue;
+            match resolve(agent, session, &call.name) {
+                // The client runs it, or must allow it first.
+                Resolution::Client | Resolution::NeedsPermission => waiting = true,
+                Resolution::RunNow => {
+                    let content =
+                        run_server_tool(engine, turn, agent, &call.name, &call.input).await;
+                    record_tool_result(log, &call.id, content).await;
+                }
+                // Not a tool of this session: say so, so the model can correct itself.
+                Resolution::Unknown => {
+                    let content = format!("Error: there is no tool named `{}`.", call.name);
+                    record_tool_result(log, &call.id, content).await;
+                }
             }
-            // Not a tool of this session: say so, so the model can correct itself.
-            let content = Content::Text(format!("Error: there is no tool named `{}`.", call.name));
-            log.emit(
-                vec![EventData::ToolResult {
-                    tool_call_id: call.id.clone(),
-                    content: content.clone(),
-                }],
-                vec![HistoryMessage::Tool {
-                    tool_call_id: call.id.clone(),
-                    content,
-                }],
-            )
-            .await;
         }
         log.sync().await?;
         if waiting {
@@ -260,6 +348,7 @@ async fn stream_message(
                 step.calls.push(Call {
                     id: id.clone(),
                     name: name.clone(),
+                    input: input.clone(),
                 });
                 log.emit(
                     vec![EventData::ToolCall {

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use serde_json::{Map, Value};
+
 use crate::model::{Content, ContentBlock, FieldError, HistoryMessage};
 
 /// One message of a turn request (AAP's ApplicationMessage).
@@ -48,9 +50,17 @@ impl InputMessage {
     }
 }
 
+/// A tool call of the history still waiting for its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCall {
+    pub id: String,
+    pub name: String,
+    pub input: Map<String, Value>,
+}
+
 /// Tool calls of the history still waiting for a result: `tool_use` blocks with no tool
 /// message answering them.
-pub fn pending_tool_calls(history: &[HistoryMessage]) -> Vec<String> {
+pub fn pending_tool_calls(history: &[HistoryMessage]) -> Vec<PendingCall> {
     let mut pending = Vec::new();
     let mut answered = HashSet::new();
     for message in history {
@@ -59,8 +69,17 @@ pub fn pending_tool_calls(history: &[HistoryMessage]) -> Vec<String> {
                 content: Content::Blocks(blocks),
             } => {
                 for block in blocks {
-                    if let ContentBlock::ToolUse { tool_call_id, .. } = block {
-                        pending.push(tool_call_id.clone());
+                    if let ContentBlock::ToolUse {
+                        tool_call_id,
+                        name,
+                        input,
+                    } = block
+                    {
+                        pending.push(PendingCall {
+                            id: tool_call_id.clone(),
+                            name: name.clone(),
+                            input: input.clone(),
+                        });
                     }
                 }
             }
@@ -70,12 +89,17 @@ pub fn pending_tool_calls(history: &[HistoryMessage]) -> Vec<String> {
             _ => {}
         }
     }
-    pending.retain(|id| !answered.contains(id));
+    pending.retain(|call| !answered.contains(&call.id));
     pending
 }
 
-/// A turn brings one user message, or exactly one answer per pending tool call.
-pub fn check_input(messages: &[InputMessage], pending: &[String]) -> Result<(), FieldError> {
+/// A turn brings one user message, or exactly one answer per pending tool call: a result
+/// for a client tool's call, a permission for a server tool's (`is_server_tool`).
+pub fn check_input(
+    messages: &[InputMessage],
+    pending: &[PendingCall],
+    is_server_tool: impl Fn(&str) -> bool,
+) -> Result<(), FieldError> {
     if messages.is_empty() {
         return Err(FieldError::new("messages", "must not be empty"));
     }
@@ -91,25 +115,48 @@ pub fn check_input(messages: &[InputMessage], pending: &[String]) -> Result<(), 
             ));
         }
         if !pending.is_empty() {
+            let ids: Vec<&str> = pending.iter().map(|c| c.id.as_str()).collect();
             return Err(FieldError::new(
                 "messages",
                 format!(
                     "tool calls are pending and must be answered first: {}",
-                    pending.join(", ")
+                    ids.join(", ")
                 ),
             ));
         }
         return Ok(());
     }
-    let pending_set: BTreeSet<&str> = pending.iter().map(String::as_str).collect();
+    let pending_set: BTreeSet<&str> = pending.iter().map(|c| c.id.as_str()).collect();
     let mut answered = BTreeSet::new();
     for (i, message) in messages.iter().enumerate() {
         let id = message.answers().expect("not a user message");
-        if !pending_set.contains(id) {
+        let Some(call) = pending.iter().find(|c| c.id == id) else {
             return Err(FieldError::new(
                 format!("messages[{i}].toolCallId"),
                 format!("no pending tool call has id `{id}`"),
             ));
+        };
+        let server = is_server_tool(&call.name);
+        match message {
+            InputMessage::ToolResult { .. } if server => {
+                return Err(FieldError::new(
+                    format!("messages[{i}].toolCallId"),
+                    format!(
+                        "`{id}` calls server tool `{}`: answer it with a tool_permission message",
+                        call.name
+                    ),
+                ));
+            }
+            InputMessage::ToolPermission { .. } if !server => {
+                return Err(FieldError::new(
+                    format!("messages[{i}].toolCallId"),
+                    format!(
+                        "`{id}` calls client tool `{}`: answer it with its result",
+                        call.name
+                    ),
+                ));
+            }
+            _ => {}
         }
         if !answered.insert(id) {
             return Err(FieldError::new(
@@ -154,7 +201,9 @@ mod tests {
                 content: Content::Text("ok".into()),
             },
         ];
-        assert_eq!(pending_tool_calls(&history), ["b"]);
+        let pending = pending_tool_calls(&history);
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].id, "b");
     }
 
     #[test]
@@ -166,32 +215,32 @@ mod tests {
             tool_call_id: id.into(),
             content: Content::Text("r".into()),
         };
-        assert!(check_input(std::slice::from_ref(&user), &[]).is_ok());
-        assert_eq!(
-            check_input(&[user.clone(), user.clone()], &[])
-                .unwrap_err()
-                .field,
-            "messages"
-        );
-        assert!(
-            check_input(&[user], &["a".into()])
-                .unwrap_err()
-                .message
-                .contains('a')
-        );
-        assert_eq!(
-            check_input(&[result("x")], &["a".into()])
-                .unwrap_err()
-                .field,
-            "messages[0].toolCallId"
-        );
-        assert!(
-            check_input(&[result("a")], &["a".into(), "b".into()])
-                .unwrap_err()
-                .message
-                .contains('b')
-        );
-        assert!(check_input(&[result("a"), result("b")], &["a".into(), "b".into()]).is_ok());
-        assert!(check_input(&[], &[]).is_err());
+        let call = |id: &str| PendingCall {
+            id: id.into(),
+            name: "t".into(),
+            input: Map::new(),
+        };
+        let client = |_: &str| false;
+        let a = [call("a")];
+        let ab = [call("a"), call("b")];
+        assert!(check_input(std::slice::from_ref(&user), &[], client).is_ok());
+        let twice = check_input(&[user.clone(), user.clone()], &[], client);
+        assert_eq!(twice.unwrap_err().field, "messages");
+        let early = check_input(std::slice::from_ref(&user), &a, client);
+        assert!(early.unwrap_err().message.contains('a'));
+        let unknown = check_input(&[result("x")], &a, client);
+        assert_eq!(unknown.unwrap_err().field, "messages[0].toolCallId");
+        let partial = check_input(&[result("a")], &ab, client);
+        assert!(partial.unwrap_err().message.contains('b'));
+        assert!(check_input(&[result("a"), result("b")], &ab, client).is_ok());
+        assert!(check_input(&[], &[], client).is_err());
+        let permission = InputMessage::ToolPermission {
+            tool_call_id: "a".into(),
+            granted: true,
+            reason: None,
+        };
+        assert!(check_input(std::slice::from_ref(&permission), &a, client).is_err());
+        assert!(check_input(&[permission], &a, |_| true).is_ok());
+        assert!(check_input(&[result("a")], &a, |_| true).is_err());
     }
 }

@@ -16,7 +16,7 @@ use super::agent_loop;
 use super::error::EngineError;
 use super::fanout::Fanout;
 use super::follow::{Follow, follow};
-use super::input::{InputMessage, check_input, pending_tool_calls};
+use super::input::{InputMessage, PendingCall, check_input, pending_tool_calls};
 use super::sessions::seal_option;
 use super::writer::EventWriter;
 use crate::agents::{Agents, SessionConfigRequest};
@@ -47,6 +47,14 @@ impl TurnRequest {
         let digest = Sha256::digest(body.to_string().as_bytes());
         digest.iter().map(|b| format!("{b:02x}")).collect()
     }
+}
+
+/// A client's answer to a server tool call that waited for permission.
+#[derive(Debug, Clone)]
+pub struct Permission {
+    pub call: PendingCall,
+    pub granted: bool,
+    pub reason: Option<String>,
 }
 
 /// A turn `start_turn` accepted.
@@ -222,10 +230,29 @@ impl Engine {
                 agent.check_content(content, &format!("messages[{i}].content"))?;
             }
         }
-        check_input(
-            &request.messages,
-            &self.pending_tool_calls(tenant, session_id).await?,
-        )?;
+        let pending = self.pending_tool_calls(tenant, session_id).await?;
+        check_input(&request.messages, &pending, |name| {
+            agent.server_tool(name).is_some()
+        })?;
+        let permissions: Vec<Permission> = request
+            .messages
+            .iter()
+            .filter_map(|message| match message {
+                InputMessage::ToolPermission {
+                    tool_call_id,
+                    granted,
+                    reason,
+                } => pending
+                    .iter()
+                    .find(|c| c.id == *tool_call_id)
+                    .map(|call| Permission {
+                        call: call.clone(),
+                        granted: *granted,
+                        reason: reason.clone(),
+                    }),
+                _ => None,
+            })
+            .collect();
         let updated = self.apply_overrides(&session, &request.agent)?;
 
         self.reserve_queue_slot()?;
@@ -281,7 +308,7 @@ impl Engine {
         let job = turn.clone();
         let session = updated.unwrap_or(session);
         self.tracker
-            .spawn(async move { engine.execute(job, session, control).await });
+            .spawn(async move { engine.execute(job, session, permissions, control).await });
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
         Ok(StartedTurn {
             turn,
@@ -296,7 +323,7 @@ impl Engine {
         &self,
         tenant: &TenantId,
         session: &SessionId,
-    ) -> Result<Vec<String>, EngineError> {
+    ) -> Result<Vec<PendingCall>, EngineError> {
         const TAIL: i64 = 64;
         let tail = self
             .store
@@ -403,7 +430,13 @@ impl Engine {
     }
 
     /// Waits for a slot (tenant first, then global), then runs the turn to its end.
-    async fn execute(self: Arc<Self>, turn: Turn, session: Session, control: Arc<TurnControl>) {
+    async fn execute(
+        self: Arc<Self>,
+        turn: Turn,
+        session: Session,
+        permissions: Vec<Permission>,
+        control: Arc<TurnControl>,
+    ) {
         let tenant_limit = self.tenant_limit(&turn.tenant_id);
         let permits = tokio::select! {
             biased;
@@ -412,7 +445,9 @@ impl Engine {
         };
         self.queued.fetch_sub(1, Ordering::AcqRel);
         match permits {
-            Some(_permits) => agent_loop::run_turn(&self, &turn, &session, &control).await,
+            Some(_permits) => {
+                agent_loop::run_turn(&self, &turn, &session, &permissions, &control).await
+            }
             None => agent_loop::stop_unstarted(&self, &turn, control.reason()).await,
         }
         self.controls

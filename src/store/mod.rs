@@ -20,6 +20,7 @@ mod events;
 mod history;
 mod keys;
 mod migrate;
+mod notes;
 mod sessions;
 mod tenants;
 mod tokens;

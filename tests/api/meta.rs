@@ -27,7 +27,7 @@ async fn meta_lists_exactly_the_configured_agents() {
                 {"name": "clock", "description": "Tells the time.",
                  "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}},
                 {"name": "calculator", "description": "Does arithmetic.",
-                 "parameters": {"type": "object", "properties": {}}}
+                 "parameters": agentry::tools::Builtin::Calculator.parameters()}
             ],
             "options": [
                 {"type": "select", "name": "model", "options": ["small", "large"], "default": "small"},

@@ -35,6 +35,16 @@ default = "English"
 name = "api_key"
 type = "secret"
 default = ""
+
+[[agents.tools]]
+name = "calculator"
+
+[[agents.tools]]
+name = "clock"
+
+[[agents.tools]]
+name = "memory"
+expose = false
 "#;
     spawn_app_on(Arc::new(TestDb::new().await), &config).await
 }
@@ -442,4 +452,295 @@ async fn a_call_to_a_tool_that_does_not_exist_is_answered_for_the_model() {
             .contains("no tool named `teleport`")
     );
     assert_eq!(messages[2]["content"][0]["text"], "I cannot teleport.");
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> serde_json::Value {
+    tool_fragment(0, Some(id), Some(name), arguments)
+}
+
+#[tokio::test]
+async fn trusted_server_tools_run_inline_and_untrusted_ones_wait_for_permission() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "gpt", "tools": [{"name": "calculator", "trust": true}, {"name": "clock"}]}}),
+        )
+        .await;
+    let path = format!("/sessions/{session}/turns");
+
+    // Trusted: runs at once, its result streamed, and the model goes on.
+    server.push(Reply::Stream(vec![
+        call("c1", "calculator", r#"{"expression": "6 * 7"}"#),
+        finish("tool_calls"),
+    ]));
+    server.push(Reply::Stream(vec![text("It is 42."), finish("stop")]));
+    let frames = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [user("6 times 7?")]}),
+        )
+        .await
+        .collect()
+        .await;
+    let names: Vec<&str> = frames.iter().map(|f| f.event.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "turn_start",
+            "tool_call",
+            "tool_result",
+            "text_delta",
+            "turn_stop"
+        ]
+    );
+    assert_eq!(frames[2].data, json!({"toolCallId": "c1", "content": "42"}));
+    assert_eq!(frames[4].data["stopReason"], "end_turn");
+    let requests = server.requests();
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["calculator", "clock", "memory"]);
+    assert_eq!(
+        server.requests()[1].body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+        &json!({"role": "tool", "tool_call_id": "c1", "content": "42"})
+    );
+
+    // Invalid arguments become a result the model can read.
+    server.push(Reply::Stream(vec![
+        call("c2", "calculator", r#"{"expr": "1"}"#),
+        finish("tool_calls"),
+    ]));
+    server.push(Reply::Stream(vec![text("Oops."), finish("stop")]));
+    let reply = app
+        .post(&path, &token, json!({"messages": [user("again")]}))
+        .await;
+    let result = reply.body["messages"][1]["content"].as_str().unwrap();
+    assert!(result.starts_with("Error: invalid arguments"), "{result}");
+
+    // Untrusted: the turn stops for permission.
+    server.push(Reply::Stream(vec![
+        call("c3", "clock", "{}"),
+        finish("tool_calls"),
+    ]));
+    let asked = app
+        .post(
+            &path,
+            &token,
+            json!({"messages": [user("What time is it?")]}),
+        )
+        .await;
+    assert_eq!(asked.body["stopReason"], "tool_use");
+    assert_eq!(
+        asked.body["messages"].as_array().unwrap().len(),
+        1,
+        "no result yet"
+    );
+    let wrong = app
+        .post(
+            &path,
+            &token,
+            json!({"messages": [{"role": "tool", "toolCallId": "c3", "content": "noon"}]}),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::BAD_REQUEST);
+    assert!(
+        wrong.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool_permission")
+    );
+
+    // Granted: it runs exactly once.
+    let requests_before = server.requests().len();
+    server.push(Reply::Stream(vec![text("Noon-ish."), finish("stop")]));
+    let granted = app
+        .post(
+            &path,
+            &token,
+            json!({"messages": [{"role": "tool_permission", "toolCallId": "c3", "granted": true}]}),
+        )
+        .await;
+    assert_eq!(granted.status, StatusCode::OK, "{}", granted.text);
+    assert_eq!(granted.body["stopReason"], "end_turn");
+    let time = granted.body["messages"][0]["content"].as_str().unwrap();
+    assert!(time.ends_with('Z') && time.contains('T'), "{time}");
+    assert_eq!(server.requests().len(), requests_before + 1);
+
+    // Denied, with and without a reason.
+    for (id, reason, expected) in [
+        ("c4", Some("not now"), "Tool call denied: not now"),
+        ("c5", None, "Tool call denied"),
+    ] {
+        server.push(Reply::Stream(vec![
+            call(id, "clock", "{}"),
+            finish("tool_calls"),
+        ]));
+        app.post(&path, &token, json!({"messages": [user("time?")]}))
+            .await;
+        server.push(Reply::Stream(vec![text("Fine."), finish("stop")]));
+        let mut permission = json!({"role": "tool_permission", "toolCallId": id, "granted": false});
+        if let Some(reason) = reason {
+            permission["reason"] = json!(reason);
+        }
+        let denied = app
+            .post(&path, &token, json!({"messages": [permission]}))
+            .await;
+        assert_eq!(
+            denied.body["messages"][0],
+            json!({"role": "tool", "toolCallId": id, "content": expected})
+        );
+    }
+
+    // Permissions never enter the history; results do.
+    let history = app
+        .get(&format!("/sessions/{session}/history?type=full"), &token)
+        .await;
+    let history = history.body["history"]["full"].as_array().unwrap().clone();
+    assert!(history.iter().all(|m| m["role"] != "tool_permission"));
+    assert!(
+        history
+            .iter()
+            .any(|m| m["content"] == "Tool call denied: not now")
+    );
+}
+
+#[tokio::test]
+async fn parallel_client_trusted_and_untrusted_calls_are_answered_in_one_turn() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let lookup = json!({"name": "lookup", "description": "d", "parameters": {"type": "object"}});
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "gpt", "tools": [{"name": "calculator", "trust": true}, {"name": "clock"}]},
+                   "tools": [lookup]}),
+        )
+        .await;
+    server.push(Reply::Stream(vec![
+        tool_fragment(0, Some("a"), Some("lookup"), "{}"),
+        tool_fragment(1, Some("b"), Some("calculator"), r#"{"expression": "1+1"}"#),
+        tool_fragment(2, Some("c"), Some("clock"), "{}"),
+        finish("tool_calls"),
+    ]));
+    let frames = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [user("all at once")]}),
+        )
+        .await
+        .collect()
+        .await;
+    let names: Vec<&str> = frames.iter().map(|f| f.event.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "turn_start",
+            "tool_call",
+            "tool_call",
+            "tool_call",
+            "tool_result",
+            "turn_stop"
+        ]
+    );
+    assert_eq!(frames[4].data, json!({"toolCallId": "b", "content": "2"}));
+    assert_eq!(frames[5].data["stopReason"], "tool_use");
+
+    server.push(Reply::Stream(vec![text("Done."), finish("stop")]));
+    let done = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [
+                {"role": "tool", "toolCallId": "a", "content": "found"},
+                {"role": "tool_permission", "toolCallId": "c", "granted": false}
+            ]}),
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.text);
+    assert_eq!(done.body["stopReason"], "end_turn");
+    let sent = server.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let tool_messages: Vec<(&str, &str)> = sent
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tool_messages,
+        [("b", "2"), ("a", "found"), ("c", "Tool call denied")]
+    );
+}
+
+#[tokio::test]
+async fn the_internal_memory_tool_keeps_notes_per_tenant_across_sessions() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, alice) = app.new_tenant().await;
+    let (_, bob) = app.new_tenant().await;
+    let first = app
+        .create_session(&alice, json!({"agent": {"name": "gpt"}}))
+        .await;
+    server.push(Reply::Stream(vec![
+        call(
+            "m1",
+            "memory",
+            r#"{"action": "save", "text": "Alice likes green tea"}"#,
+        ),
+        finish("tool_calls"),
+    ]));
+    server.push(Reply::Stream(vec![text("Noted."), finish("stop")]));
+    let saved = app
+        .post(
+            &format!("/sessions/{first}/turns"),
+            &alice,
+            json!({"messages": [user("remember")]}),
+        )
+        .await;
+    assert!(
+        saved.body["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("note_")
+    );
+
+    let search = r#"{"action": "search", "query": "TEA"}"#;
+    for (token, found) in [(&alice, true), (&bob, false)] {
+        let session = app
+            .create_session(token, json!({"agent": {"name": "gpt"}}))
+            .await;
+        server.push(Reply::Stream(vec![
+            call("m2", "memory", search),
+            finish("tool_calls"),
+        ]));
+        server.push(Reply::Stream(vec![text("ok"), finish("stop")]));
+        let reply = app
+            .post(
+                &format!("/sessions/{session}/turns"),
+                token,
+                json!({"messages": [user("recall")]}),
+            )
+            .await;
+        let result = reply.body["messages"][1]["content"].as_str().unwrap();
+        assert_eq!(result.contains("Alice likes green tea"), found, "{result}");
+    }
 }
