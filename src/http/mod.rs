@@ -67,7 +67,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .service(
                     web::resource("/tenants/{tenant_id}/tokens/{jti}")
                         .delete(admin::tokens::revoke_token),
-                ),
+                )
+                .service(web::resource("/tenants/{tenant_id}/usage").get(admin::usage::get_usage)),
         )
         // AAP v3, at the root
         .service(web::resource("/meta").get(aap::meta::get_meta))

@@ -29,6 +29,7 @@ mod turns;
 pub use credentials::LoginCredential;
 pub use events::AppendGroup;
 pub use tenants::AuthState;
+pub use turns::UsageTotals;
 
 /// Runs a read with `$pool` bound to the configured pool: the same SQL on both backends.
 macro_rules! with_db {

@@ -231,3 +231,44 @@ impl StreamMode {
         }
     }
 }
+
+/// A tenant's consumption over a period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UsageTotals {
+    pub turns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub tool_calls: u64,
+    pub wall_ms: u64,
+}
+
+impl Store {
+    /// Sums the usage of the tenant's turns created in `[from, to)`.
+    pub async fn sum_usage(
+        &self,
+        tenant: &TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<UsageTotals, StoreError> {
+        let rows: Vec<Json<Usage>> = with_db!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT usage FROM turns WHERE tenant_id = $1 AND created_at >= $2 \
+                 AND created_at < $3",
+            )
+            .bind(tenant)
+            .bind(from)
+            .bind(to)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .fold(UsageTotals::default(), |sum, Json(u)| UsageTotals {
+                turns: sum.turns + 1,
+                input_tokens: sum.input_tokens + u.input_tokens,
+                output_tokens: sum.output_tokens + u.output_tokens,
+                tool_calls: sum.tool_calls + u.tool_calls,
+                wall_ms: sum.wall_ms + u.wall_ms,
+            }))
+    }
+}

@@ -587,3 +587,88 @@ async fn a_shutting_down_engine_refuses_new_turns_and_finishes_running_ones() {
         json!({"stopReason": "end_turn"})
     );
 }
+
+#[tokio::test]
+async fn the_usage_report_sums_a_tenants_turns_over_a_period() {
+    let app = spawn_app().await;
+    let (tenant, token) = app.new_tenant().await;
+    let (other, other_token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let before = chrono::Utc::now() - chrono::Duration::seconds(1);
+    for text in ["one", "two two"] {
+        app.post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user(text)]}),
+        )
+        .await;
+    }
+    let elsewhere = app
+        .create_session(&other_token, json!({"agent": {"name": "echo"}}))
+        .await;
+    app.post(
+        &format!("/sessions/{elsewhere}/turns"),
+        &other_token,
+        json!({"messages": [user("x")]}),
+    )
+    .await;
+
+    let turns = app.get(&format!("/sessions/{session}/turns"), &token).await;
+    let sum = |field: &str| -> u64 {
+        turns.body["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["usage"][field].as_u64().unwrap())
+            .sum()
+    };
+    let report = app
+        .get(&format!("/admin/tenants/{tenant}/usage"), &app.admin_token)
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.text);
+    assert_eq!(report.body["turns"], 2);
+    assert_eq!(report.body["input_tokens"], sum("input_tokens"));
+    assert_eq!(report.body["output_tokens"], sum("output_tokens"));
+    assert!(report.body["output_tokens"].as_u64().unwrap() > 0);
+
+    let from = urlencode(&before.to_rfc3339());
+    let window = app
+        .get(
+            &format!("/admin/tenants/{tenant}/usage?from={from}"),
+            &app.admin_token,
+        )
+        .await;
+    assert_eq!(window.body["turns"], 2);
+    let later = urlencode(&(chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339());
+    let empty = app
+        .get(
+            &format!("/admin/tenants/{tenant}/usage?from={later}"),
+            &app.admin_token,
+        )
+        .await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST, "from after to (now)");
+    let upto = app
+        .get(
+            &format!("/admin/tenants/{tenant}/usage?to={from}"),
+            &app.admin_token,
+        )
+        .await;
+    assert_eq!(upto.body["turns"], 0);
+    let bad = app
+        .get(
+            &format!("/admin/tenants/{tenant}/usage?from=yesterday"),
+            &app.admin_token,
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let other_report = app
+        .get(&format!("/admin/tenants/{other}/usage"), &app.admin_token)
+        .await;
+    assert_eq!(other_report.body["turns"], 1);
+}
+
+fn urlencode(text: &str) -> String {
+    text.replace('+', "%2B").replace(':', "%3A")
+}

@@ -3,6 +3,7 @@
 pub mod credentials;
 pub mod tenants;
 pub mod tokens;
+pub mod usage;
 
 use crate::error::{ApiError, OrNotFound};
 use crate::model::TenantId;
