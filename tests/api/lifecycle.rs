@@ -235,3 +235,112 @@ async fn sigterm_lets_short_turns_finish_and_interrupts_the_rest_after_the_grace
     let logs = server.logs.lock().unwrap().join("\n");
     assert!(!logs.contains("recovered a turn"), "{logs}");
 }
+
+#[tokio::test]
+async fn a_server_tool_whose_result_was_durable_is_not_run_again_after_a_crash() {
+    use crate::scripted::{Reply, ScriptedOpenAi, finish, text, tool_fragment};
+
+    let model = ScriptedOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentry.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n\
+             timeout_seconds = 60\nmax_retries = 0\n[[agents.tools]]\nname = \"memory\"\nexpose = false\n",
+            model.url
+        ),
+    )
+    .unwrap();
+    let db = TestDb::new().await;
+    let command = || {
+        let mut command = agentry(db.url());
+        command.arg("--config").arg(&config);
+        command
+    };
+    let tenant = run_ok(command().args(["admin", "create-tenant", "crash", "--raw"]));
+    let token = run_ok(command().args(["admin", "issue-token", tenant.trim(), "--raw"]));
+    let token = token.trim();
+
+    let server = ServerProcess::start(command());
+    let session: Value = reqwest::Client::new()
+        .post(server.url("/sessions"))
+        .bearer_auth(token)
+        .json(&json!({"agent": {"name": "gpt"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_owned();
+
+    // The model saves a note, then never answers the next call: the server dies there.
+    model.push(Reply::Stream(vec![
+        tool_fragment(
+            0,
+            Some("save_1"),
+            Some("memory"),
+            r#"{"action": "save", "text": "only once"}"#,
+        ),
+        finish("tool_calls"),
+    ]));
+    model.push(Reply::Hang);
+    let mut stream = stream_turn(&server, token, &session, "remember").await;
+    let turn = stream.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    loop {
+        let frame = stream.next().await.unwrap();
+        if frame.event == "tool_result" {
+            assert!(frame.data["content"].as_str().unwrap().contains("saved"));
+            break;
+        }
+    }
+    model.wait_for_requests(2).await;
+    server.kill();
+    drop(stream);
+
+    let server = ServerProcess::start(command());
+    let record = get(&server, token, &format!("/sessions/{session}/turns/{turn}")).await;
+    assert_eq!(record["status"], "interrupted");
+    let history = get(
+        &server,
+        token,
+        &format!("/sessions/{session}/history?type=full"),
+    )
+    .await;
+    let results: Vec<&Value> = history["history"]["full"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 1, "the tool's result is in the history once");
+
+    // The note exists exactly once, and the restart called the model no more.
+    assert_eq!(model.requests().len(), 2);
+    model.push(Reply::Stream(vec![
+        tool_fragment(
+            0,
+            Some("find_1"),
+            Some("memory"),
+            r#"{"action": "search", "query": "only once"}"#,
+        ),
+        finish("tool_calls"),
+    ]));
+    model.push(Reply::Stream(vec![text("Found it."), finish("stop")]));
+    let reply: Value = reqwest::Client::new()
+        .post(server.url(&format!("/sessions/{session}/turns")))
+        .bearer_auth(token)
+        .json(&json!({"messages": [{"role": "user", "content": "what did I say?"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let found = reply["messages"][1]["content"].as_str().unwrap();
+    assert_eq!(found.matches("only once").count(), 1, "{found}");
+}

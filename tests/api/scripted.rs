@@ -32,6 +32,7 @@ pub struct Recorded {
 struct Script {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
+    arrived: tokio::sync::Notify,
 }
 
 pub struct ScriptedOpenAi {
@@ -69,6 +70,7 @@ async fn chat(req: HttpRequest, body: Bytes, script: web::Data<Script>) -> HttpR
             .map(|v| v.to_str().unwrap().to_owned()),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     });
+    script.arrived.notify_waiters();
     let reply = script.replies.lock().unwrap().pop_front();
     match reply {
         None => HttpResponse::InternalServerError()
@@ -131,6 +133,22 @@ impl ScriptedOpenAi {
 
     pub fn requests(&self) -> Vec<Recorded> {
         self.script.requests.lock().unwrap().clone()
+    }
+
+    /// Waits until `count` requests have arrived.
+    pub async fn wait_for_requests(&self, count: usize) {
+        let wait = async {
+            loop {
+                let arrived = self.script.arrived.notified();
+                if self.script.requests.lock().unwrap().len() >= count {
+                    return;
+                }
+                arrived.await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .expect("the requests arrive");
     }
 }
 
