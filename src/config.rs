@@ -124,6 +124,9 @@ pub struct AgentSettings {
     /// `openai` provider: retries after connection errors, 429 and 5xx before the first token.
     #[serde(default = "default_provider_retries")]
     pub max_retries: u32,
+    /// Most model calls in one turn; a model still calling tools then is stopped.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: usize,
     /// `echo` provider: characters per delta.
     #[serde(default = "default_chunk_size")]
     pub chunk_size: usize,
@@ -133,6 +136,10 @@ pub struct AgentSettings {
     /// `echo` provider: think aloud before answering.
     #[serde(default)]
     pub thinking: bool,
+}
+
+fn default_max_steps() -> usize {
+    16
 }
 
 fn default_provider_timeout() -> u64 {
@@ -634,6 +641,12 @@ impl AgentSettings {
                     ));
                 }
             }
+        }
+        if self.max_steps == 0 {
+            return Err(ConfigError::new(
+                format!("{at}.max_steps"),
+                "must be at least 1",
+            ));
         }
         if self.chunk_size == 0 {
             return Err(ConfigError::new(

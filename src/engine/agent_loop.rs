@@ -122,9 +122,6 @@ pub(super) async fn run_turn(
     tracing::info!(turn_id = %turn.id, status = %status, wall_ms = outcome.usage.wall_ms, "turn ended");
 }
 
-/// Most model calls in one turn; a model that keeps calling tools past it is stopped.
-const MAX_STEPS: usize = 16;
-
 /// A tool call the model made, as the loop resolves it.
 struct Call {
     id: String,
@@ -247,7 +244,8 @@ async fn model_step(
         error: None,
         usage: Usage::default(),
     };
-    for _ in 0..MAX_STEPS {
+    let max_steps = agent.settings().max_steps;
+    for _ in 0..max_steps {
         let messages = engine
             .store
             .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)
@@ -297,7 +295,7 @@ async fn model_step(
     outcome.stop_reason = StopReason::Error;
     outcome.error = Some(TurnError::new(
         "max_steps",
-        format!("the model kept calling tools for {MAX_STEPS} steps"),
+        format!("the model kept calling tools for {max_steps} steps"),
     ));
     Ok(outcome)
 }

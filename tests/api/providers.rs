@@ -19,6 +19,7 @@ api_key = "{{options.api_key}}"
 system_prompt = "Answer in {{options.language}}."
 timeout_seconds = 1
 max_retries = 2
+max_steps = 3
 
 [[agents.options]]
 name = "model"
@@ -743,4 +744,39 @@ async fn the_internal_memory_tool_keeps_notes_per_tenant_across_sessions() {
         let result = reply.body["messages"][1]["content"].as_str().unwrap();
         assert_eq!(result.contains("Alice likes green tea"), found, "{result}");
     }
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_calling_tools_is_stopped_after_max_steps() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "gpt", "tools": [{"name": "calculator", "trust": true}]}}),
+        )
+        .await;
+    for i in 0..3 {
+        server.push(Reply::Stream(vec![
+            call(&format!("loop_{i}"), "calculator", r#"{"expression": "1"}"#),
+            finish("tool_calls"),
+        ]));
+    }
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("loop")]}),
+        )
+        .await;
+    assert_eq!(reply.body["stopReason"], "error");
+    let turn = reply.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let record = record_of(&app, &token, &session, turn).await;
+    assert_eq!(record["error"]["code"], "max_steps");
+    assert_eq!(record["usage"]["tool_calls"], 3);
+    assert_eq!(server.requests().len(), 3);
 }
