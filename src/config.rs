@@ -163,6 +163,7 @@ fn default_agent_version() -> String {
 pub enum ProviderKind {
     Echo,
     Openai,
+    Anthropic,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -605,17 +606,20 @@ impl AgentSettings {
                 ));
             }
         }
-        if self.provider == ProviderKind::Openai {
+        if matches!(
+            self.provider,
+            ProviderKind::Openai | ProviderKind::Anthropic
+        ) {
             if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
                 return Err(ConfigError::new(
                     format!("{at}.base_url"),
-                    "an openai agent needs an http:// or https:// base URL",
+                    "this provider needs an http:// or https:// base URL",
                 ));
             }
             if self.model.is_empty() {
                 return Err(ConfigError::new(
                     format!("{at}.model"),
-                    "an openai agent needs a model",
+                    "this provider needs a model",
                 ));
             }
             if self.timeout_seconds == 0 {

@@ -93,7 +93,10 @@ impl Agent {
 
     /// Whether the agent's provider can call tools the client declares.
     pub fn accepts_client_tools(&self) -> bool {
-        self.settings.provider == ProviderKind::Openai
+        matches!(
+            self.settings.provider,
+            ProviderKind::Openai | ProviderKind::Anthropic
+        )
     }
 
     /// Server tools a client may enable for a session.

@@ -1,6 +1,8 @@
 //! Model providers: given the conversation so far, stream what the model says.
 
+mod anthropic;
 mod echo;
+mod http;
 mod openai;
 
 use std::collections::BTreeMap;
@@ -10,6 +12,7 @@ use futures_util::stream::BoxStream;
 use crate::config::{AgentSettings, ProviderKind};
 use crate::model::{HistoryMessage, StopReason, ToolSpec};
 
+pub use anthropic::AnthropicProvider;
 pub use echo::EchoProvider;
 pub use openai::OpenAiProvider;
 
@@ -61,6 +64,7 @@ pub fn for_agent(settings: &AgentSettings, http: &reqwest::Client) -> Box<dyn Pr
     match settings.provider {
         ProviderKind::Echo => Box::new(EchoProvider::new(settings)),
         ProviderKind::Openai => Box::new(OpenAiProvider::new(http.clone(), settings)),
+        ProviderKind::Anthropic => Box::new(AnthropicProvider::new(http.clone(), settings)),
     }
 }
 

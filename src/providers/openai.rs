@@ -8,6 +8,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
+use super::http::{send_with_retries, summarize};
 use super::{ModelEvent, ModelRequest, Provider, ProviderError};
 use crate::agents::template::render_options;
 use crate::config::AgentSettings;
@@ -178,32 +179,6 @@ fn stop_reason(finish: &str) -> StopReason {
     }
 }
 
-/// A short, key-free account of a failed response: its status and the API's own message.
-fn summarize(status: reqwest::StatusCode, body: &str, key: &str) -> String {
-    let detail = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| {
-            v["error"]["message"]
-                .as_str()
-                .or(v["message"].as_str())
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
-    let mut detail: String = detail.chars().take(200).collect();
-    if !key.is_empty() {
-        detail = detail.replace(key, "***");
-    }
-    if detail.is_empty() {
-        format!("the model provider answered {status}")
-    } else {
-        format!("the model provider answered {status}: {detail}")
-    }
-}
-
-fn retryable(status: reqwest::StatusCode) -> bool {
-    status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
-}
-
 impl Provider for OpenAiProvider {
     fn stream(
         &self,
@@ -240,38 +215,11 @@ impl Provider for OpenAiProvider {
         let fail = |message: String| ProviderError { message };
 
         async_stream::try_stream! {
-            let mut attempt = 0;
-            let response = loop {
-                let mut call = http.post(&url).json(&body);
-                if !key.is_empty() {
-                    call = call.bearer_auth(&key);
-                }
-                let outcome = tokio::time::timeout(timeout, call.send()).await;
-                let retry_in = Duration::from_millis(250 * 2u64.pow(attempt.min(5)));
-                let error = match outcome {
-                    Err(_) => "the model provider did not answer in time".to_owned(),
-                    Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
-                        "the model provider could not be reached".to_owned()
-                    }
-                    Ok(Err(_)) => Err(fail("the request to the model provider failed".into()))?,
-                    Ok(Ok(response)) if response.status().is_success() => break response,
-                    Ok(Ok(response)) => {
-                        let status = response.status();
-                        let text = response.text().await.unwrap_or_default();
-                        let summary = summarize(status, &text, &key);
-                        if !retryable(status) {
-                            Err(fail(summary.clone()))?;
-                        }
-                        summary
-                    }
-                };
-                if attempt >= retries {
-                    Err(fail(error.clone()))?;
-                }
-                attempt += 1;
-                tracing::warn!(attempt, error = %error, "retrying the model provider");
-                tokio::time::sleep(retry_in).await;
+            let request = || {
+                let call = http.post(&url).json(&body);
+                if key.is_empty() { call } else { call.bearer_auth(&key) }
             };
+            let response = send_with_retries(request, timeout, retries, &key).await?;
 
             let mut events = response.bytes_stream().eventsource();
             let mut stop = None;

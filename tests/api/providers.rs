@@ -780,3 +780,115 @@ async fn a_model_that_keeps_calling_tools_is_stopped_after_max_steps() {
     assert_eq!(record["usage"]["tool_calls"], 3);
     assert_eq!(server.requests().len(), 3);
 }
+
+#[tokio::test]
+async fn anthropic_streams_thinking_text_and_tool_use() {
+    let server = ScriptedOpenAi::start().await;
+    let config = String::from("[[agents]]\nname = \"claude\"\nprovider = \"anthropic\"\n")
+        + "base_url = \""
+        + &server.url
+        + "\"\n"
+        + r#"model = "claude-test"
+api_key = "{{options.api_key}}"
+system_prompt = "Be exact."
+timeout_seconds = 2
+
+[[agents.options]]
+name = "api_key"
+type = "secret"
+default = ""
+
+[[agents.tools]]
+name = "calculator"
+"#;
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "claude", "options": {"api_key": "sk-ant-secret"},
+                             "tools": [{"name": "calculator", "trust": true}]}}),
+        )
+        .await;
+    server.push(Reply::Events(vec![
+        ("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 30, "output_tokens": 1}}})),
+        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Add them."}})),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        ("content_block_start", json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Computing."}})),
+        ("content_block_start", json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "tu_1", "name": "calculator", "input": {}}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"expression\""}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": ": \"2+2\"}"}})),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 2})),
+        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 12}})),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]));
+    server.push(Reply::Events(vec![
+        ("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 50, "output_tokens": 1}}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "It is 4."}})),
+        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}})),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]));
+    let stream = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [user("2+2?")]}),
+        )
+        .await;
+    let turn = stream.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let frames = stream.collect().await;
+    let names: Vec<&str> = frames.iter().map(|f| f.event.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "turn_start",
+            "thinking_delta",
+            "text_delta",
+            "tool_call",
+            "tool_result",
+            "text_delta",
+            "turn_stop"
+        ]
+    );
+    assert_eq!(
+        frames[3].data,
+        json!({"toolCallId": "tu_1", "name": "calculator", "input": {"expression": "2+2"}})
+    );
+    assert_eq!(
+        frames[4].data,
+        json!({"toolCallId": "tu_1", "content": "4"})
+    );
+    assert_eq!(frames[6].data, json!({"stopReason": "end_turn"}));
+
+    let requests = server.requests();
+    assert_eq!(requests[0].api_key.as_deref(), Some("sk-ant-secret"));
+    assert_eq!(requests[0].anthropic_version.as_deref(), Some("2023-06-01"));
+    assert_eq!(requests[0].body["system"], "Be exact.");
+    assert_eq!(requests[0].body["max_tokens"], 4096);
+    assert_eq!(
+        requests[0].body["tools"][0]["input_schema"]["required"],
+        json!(["expression"])
+    );
+    assert_eq!(
+        requests[1].body["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "2+2?"}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Computing."},
+                {"type": "tool_use", "id": "tu_1", "name": "calculator", "input": {"expression": "2+2"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "tu_1", "content": [{"type": "text", "text": "4"}]}
+            ]}
+        ])
+    );
+    let record = record_of(&app, &token, &session, turn).await;
+    assert_eq!(record["usage"]["input_tokens"], 80);
+    assert_eq!(record["usage"]["output_tokens"], 17);
+    assert_eq!(record["usage"]["tool_calls"], 1);
+}

@@ -20,11 +20,15 @@ pub enum Reply {
     Status(u16, Value),
     /// Never answers.
     Hang,
+    /// Named SSE events (`event:` and `data:`), as the Anthropic API sends them.
+    Events(Vec<(&'static str, Value)>),
 }
 
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub authorization: Option<String>,
+    pub api_key: Option<String>,
+    pub anthropic_version: Option<String>,
     pub body: Value,
 }
 
@@ -63,11 +67,15 @@ pub fn usage(prompt: u64, completion: u64) -> Value {
 }
 
 async fn chat(req: HttpRequest, body: Bytes, script: web::Data<Script>) -> HttpResponse {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
     script.requests.lock().unwrap().push(Recorded {
-        authorization: req
-            .headers()
-            .get("authorization")
-            .map(|v| v.to_str().unwrap().to_owned()),
+        authorization: header("authorization"),
+        api_key: header("x-api-key"),
+        anthropic_version: header("anthropic-version"),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     });
     script.arrived.notify_waiters();
@@ -83,6 +91,17 @@ async fn chat(req: HttpRequest, body: Bytes, script: web::Data<Script>) -> HttpR
             HttpResponse::Ok().finish()
         }
         Some(Reply::Stream(chunks)) => sse(chunks, true),
+        Some(Reply::Events(events)) => {
+            let frames: Vec<Bytes> = events
+                .into_iter()
+                .map(|(name, data)| Bytes::from(format!("event: {name}\ndata: {data}\n\n")))
+                .collect();
+            HttpResponse::Ok()
+                .content_type("text/event-stream")
+                .streaming(futures_util::stream::iter(
+                    frames.into_iter().map(Ok::<_, std::io::Error>),
+                ))
+        }
         Some(Reply::Break(chunks)) => sse(chunks, false),
     }
 }
@@ -114,6 +133,7 @@ impl ScriptedOpenAi {
             App::new()
                 .app_data(data.clone())
                 .route("/v1/chat/completions", web::post().to(chat))
+                .route("/v1/messages", web::post().to(chat))
         })
         .workers(1)
         .disable_signals()

@@ -1,0 +1,72 @@
+//! What the HTTP providers share: retries before the first token, and error summaries that
+//! never carry a key or a raw body.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::ProviderError;
+
+/// A short, key-free account of a failed response: its status and the API's own message.
+pub fn summarize(status: reqwest::StatusCode, body: &str, key: &str) -> String {
+    let detail = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v["error"]["message"]
+                .as_str()
+                .or(v["message"].as_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    let mut detail: String = detail.chars().take(200).collect();
+    if !key.is_empty() {
+        detail = detail.replace(key, "***");
+    }
+    if detail.is_empty() {
+        format!("the model provider answered {status}")
+    } else {
+        format!("the model provider answered {status}: {detail}")
+    }
+}
+
+fn retryable(status: reqwest::StatusCode) -> bool {
+    status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+}
+
+/// Sends the request built by `request`, retrying connection errors, timeouts, 429 and 5xx
+/// with exponential backoff up to `retries` times. Other failures end at once.
+pub async fn send_with_retries(
+    request: impl Fn() -> reqwest::RequestBuilder,
+    timeout: Duration,
+    retries: u32,
+    key: &str,
+) -> Result<reqwest::Response, ProviderError> {
+    let fail = |message: String| ProviderError { message };
+    let mut attempt = 0;
+    loop {
+        let outcome = tokio::time::timeout(timeout, request().send()).await;
+        let error = match outcome {
+            Err(_) => "the model provider did not answer in time".to_owned(),
+            Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
+                "the model provider could not be reached".to_owned()
+            }
+            Ok(Err(_)) => return Err(fail("the request to the model provider failed".into())),
+            Ok(Ok(response)) if response.status().is_success() => return Ok(response),
+            Ok(Ok(response)) => {
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                let summary = summarize(status, &text, key);
+                if !retryable(status) {
+                    return Err(fail(summary));
+                }
+                summary
+            }
+        };
+        if attempt >= retries {
+            return Err(fail(error));
+        }
+        attempt += 1;
+        tracing::warn!(attempt, error = %error, "retrying the model provider");
+        tokio::time::sleep(Duration::from_millis(250 * 2u64.pow(attempt.min(5)))).await;
+    }
+}
