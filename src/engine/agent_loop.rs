@@ -395,6 +395,13 @@ async fn stream_message(
     Ok(step)
 }
 
+/// A turn whose task failed unexpectedly: it still gets its end.
+pub(super) async fn stop_failed(engine: &Engine, turn: &Turn, reason: TurnError) {
+    TurnLog::new(engine, turn)
+        .stop(StopReason::Error, Some(reason), Usage::default())
+        .await;
+}
+
 /// A turn stopped while it waited for a slot: it still gets a start and an end.
 pub(super) async fn stop_unstarted(engine: &Engine, turn: &Turn, reason: TurnError) {
     let mut log = TurnLog::new(engine, turn);

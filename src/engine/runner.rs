@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -446,7 +446,21 @@ impl Engine {
         self.queued.fetch_sub(1, Ordering::AcqRel);
         match permits {
             Some(_permits) => {
-                agent_loop::run_turn(&self, &turn, &session, &permissions, &control).await
+                let run = agent_loop::run_turn(&self, &turn, &session, &permissions, &control);
+                // A bug must not leave a turn without its end: clients wait for turn_stop.
+                if std::panic::AssertUnwindSafe(run)
+                    .catch_unwind()
+                    .await
+                    .is_err()
+                {
+                    tracing::error!(turn_id = %turn.id, "a turn's task panicked");
+                    agent_loop::stop_failed(
+                        &self,
+                        &turn,
+                        TurnError::new("internal", "the turn failed inside the server"),
+                    )
+                    .await;
+                }
             }
             None => agent_loop::stop_unstarted(&self, &turn, control.reason()).await,
         }

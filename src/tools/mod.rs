@@ -119,7 +119,10 @@ pub async fn run(
 ) -> String {
     let result = match tool {
         Builtin::Calculator => {
-            let expression = input["expression"].as_str().unwrap_or_default();
+            let expression = input
+                .get("expression")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             evaluate(expression).map(|v| {
                 if v.fract() == 0.0 && v.abs() < 1e15 {
                     format!("{}", v as i64)

@@ -892,3 +892,33 @@ name = "calculator"
     assert_eq!(record["usage"]["output_tokens"], 17);
     assert_eq!(record["usage"]["tool_calls"], 1);
 }
+
+#[tokio::test]
+async fn a_tool_with_a_looser_schema_gets_an_error_result_not_a_crash() {
+    let server = ScriptedOpenAi::start().await;
+    let config = String::from("[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\nmodel = \"m\"\n")
+        + "base_url = \""
+        + &server.url
+        + "\"\n"
+        + "[[agents.tools]]\nname = \"calculator\"\nexpose = false\nparameters = { type = \"object\" }\n";
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "gpt"}}))
+        .await;
+    server.push(Reply::Stream(vec![
+        call("c1", "calculator", "{}"),
+        finish("tool_calls"),
+    ]));
+    server.push(Reply::Stream(vec![text("Sorry."), finish("stop")]));
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("compute")]}),
+        )
+        .await;
+    assert_eq!(reply.body["stopReason"], "end_turn");
+    let result = reply.body["messages"][1]["content"].as_str().unwrap();
+    assert!(result.starts_with("Error:"), "{result}");
+}
