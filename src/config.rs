@@ -223,14 +223,40 @@ fn default_true() -> bool {
 pub struct HistorySettings {
     #[serde(default = "default_history_types")]
     pub types: Vec<HistoryType>,
+    /// How the compacted history shrinks when it exceeds `budget_tokens`.
+    #[serde(default)]
+    pub strategy: CompactionStrategy,
+    /// Estimated tokens the model may be fed; 0: no limit.
+    #[serde(default)]
+    pub budget_tokens: u64,
+    /// Messages kept as they are at the end of the history when compacting.
+    #[serde(default = "default_keep_last")]
+    pub keep_last: usize,
 }
 
 impl Default for HistorySettings {
     fn default() -> Self {
         Self {
             types: default_history_types(),
+            strategy: CompactionStrategy::default(),
+            budget_tokens: 0,
+            keep_last: default_keep_last(),
         }
     }
+}
+
+fn default_keep_last() -> usize {
+    20
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionStrategy {
+    #[default]
+    None,
+    Window,
+    DropToolResults,
+    Summarize,
 }
 
 fn default_history_types() -> Vec<HistoryType> {

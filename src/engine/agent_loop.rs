@@ -6,13 +6,13 @@ use std::time::Instant;
 use futures_util::StreamExt;
 
 use super::assemble::{MessageAssembler, turn_messages};
+use super::compaction;
 use super::error::EngineError;
 use super::runner::{Engine, Permission, TurnControl};
 use super::sessions::open_secret_options;
 use super::writer::{Append, Receipt};
 use crate::agents::Agent;
 use crate::agents::template::render_options;
-use crate::config::HistoryType;
 use crate::model::ToolSpec;
 use crate::model::{
     Content, EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage,
@@ -246,10 +246,23 @@ async fn model_step(
     };
     let max_steps = agent.settings().max_steps;
     for _ in 0..max_steps {
-        let messages = engine
-            .store
-            .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)
-            .await?;
+        let (messages, compaction) = compaction::history_for_model(
+            &engine.store,
+            turn,
+            agent,
+            provider.as_ref(),
+            &system_prompt,
+            &options,
+        )
+        .await?;
+        if let Some(event) = compaction {
+            log.emit(vec![event], Vec::new()).await;
+            log.sync().await?;
+        }
+        let Some(messages) = messages else {
+            outcome.stop_reason = StopReason::MaxTokens;
+            return Ok(outcome);
+        };
         let stream = provider.stream(ModelRequest {
             system_prompt: system_prompt.clone(),
             messages,

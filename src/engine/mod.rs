@@ -3,6 +3,7 @@
 
 mod agent_loop;
 mod assemble;
+mod compaction;
 mod error;
 mod fanout;
 mod follow;

@@ -47,6 +47,14 @@ pub enum EventData {
         input_tokens: u64,
         output_tokens: u64,
     },
+    /// The compacted history was rewritten: it now stands in for the full history up to
+    /// position `through`.
+    Compaction {
+        strategy: crate::config::CompactionStrategy,
+        tokens_before: u64,
+        tokens_after: u64,
+        through: i64,
+    },
     TurnStop {
         #[serde(rename = "stopReason")]
         stop_reason: StopReason,
@@ -68,6 +76,7 @@ impl EventData {
             EventData::MessageStop {} => "message_stop",
             EventData::ToolResult { .. } => "tool_result",
             EventData::Usage { .. } => "usage",
+            EventData::Compaction { .. } => "compaction",
             EventData::TurnStop { .. } => "turn_stop",
         }
     }

@@ -15,6 +15,7 @@ use sqlx::sqlite::{
 
 use crate::config::DatabaseSettings;
 
+mod compaction;
 mod credentials;
 mod events;
 mod history;
@@ -26,6 +27,7 @@ mod tenants;
 mod tokens;
 mod turns;
 
+pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
 pub use events::AppendGroup;
 pub use tenants::AuthState;

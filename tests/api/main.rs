@@ -7,6 +7,7 @@ mod sse;
 
 mod admin;
 mod auth;
+mod compaction;
 mod deployment;
 mod errors;
 mod isolation;

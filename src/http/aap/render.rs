@@ -115,9 +115,10 @@ impl AapRenderer {
                 }
                 vec![frame(seq, "turn_stop", data)]
             }
-            EventData::MessageStart {} | EventData::MessageStop {} | EventData::Usage { .. } => {
-                Vec::new()
-            }
+            EventData::MessageStart {}
+            | EventData::MessageStop {}
+            | EventData::Usage { .. }
+            | EventData::Compaction { .. } => Vec::new(),
         }
     }
 }

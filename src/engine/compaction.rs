@@ -1,0 +1,201 @@
+//! Keeping what the model is fed within the agent's budget: the full history stays exact;
+//! the compacted one is rewritten by the agent's strategy, never between a tool call and
+//! its result, and each rewrite is recorded as a `compaction` event.
+
+use futures_util::StreamExt;
+
+use super::error::EngineError;
+use crate::agents::Agent;
+use crate::config::CompactionStrategy;
+use crate::model::{Content, ContentBlock, EventData, HistoryMessage, Turn};
+use crate::providers::{ModelEvent, ModelRequest, Provider};
+use crate::store::Store;
+
+/// Tokens estimated from text length (about four characters a token).
+pub fn estimate_tokens(system_prompt: &str, messages: &[HistoryMessage]) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .map(|m| serde_json::to_string(m).map_or(0, |s| s.len()))
+        .sum::<usize>()
+        + system_prompt.len();
+    chars.div_ceil(4) as u64
+}
+
+/// The history to feed the model, compacted first if it is over budget. `Ok(None)` when it
+/// still does not fit. The event to record comes with it.
+pub async fn history_for_model(
+    store: &Store,
+    turn: &Turn,
+    agent: &Agent,
+    provider: &dyn Provider,
+    system_prompt: &str,
+    options: &std::collections::BTreeMap<String, String>,
+) -> Result<(Option<Vec<HistoryMessage>>, Option<EventData>), EngineError> {
+    let settings = &agent.settings().history;
+    let view = store
+        .get_compacted_view(&turn.tenant_id, &turn.session_id)
+        .await?;
+    let mut messages = view.overlay.clone();
+    messages.extend(view.tail.iter().map(|(_, m)| m.clone()));
+    let budget = settings.budget_tokens;
+    let before = estimate_tokens(system_prompt, &messages);
+    if budget == 0 || before <= budget {
+        return Ok((Some(messages), None));
+    }
+    if settings.strategy == CompactionStrategy::None {
+        return Ok((None, None));
+    }
+    let Some(cut) = cut_point(&view.tail, settings.keep_last) else {
+        return Ok((None, None));
+    };
+    let (older_tail, kept) = view.tail.split_at(cut);
+    let through = older_tail
+        .last()
+        .map(|(p, _)| *p)
+        .expect("cut is after one message");
+    let mut older = view.overlay;
+    older.extend(older_tail.iter().map(|(_, m)| m.clone()));
+    let overlay = match settings.strategy {
+        CompactionStrategy::None | CompactionStrategy::Window => Vec::new(),
+        CompactionStrategy::DropToolResults => older
+            .into_iter()
+            .map(|message| match message {
+                HistoryMessage::Tool { tool_call_id, .. } => HistoryMessage::Tool {
+                    tool_call_id,
+                    content: Content::Text("[tool result omitted to save space]".into()),
+                },
+                other => other,
+            })
+            .collect(),
+        CompactionStrategy::Summarize => {
+            let summary = summarize(provider, older, options).await;
+            vec![
+                HistoryMessage::User {
+                    content: Content::Text(format!(
+                        "Summary of the earlier conversation:\n{summary}"
+                    )),
+                },
+                HistoryMessage::Assistant {
+                    content: Content::Blocks(vec![ContentBlock::Text {
+                        text: "Understood.".into(),
+                    }]),
+                },
+            ]
+        }
+    };
+    store
+        .replace_compaction(&turn.tenant_id, &turn.session_id, &overlay, through)
+        .await?;
+    let mut messages = overlay;
+    messages.extend(kept.iter().map(|(_, m)| m.clone()));
+    let after = estimate_tokens(system_prompt, &messages);
+    let event = EventData::Compaction {
+        strategy: settings.strategy,
+        tokens_before: before,
+        tokens_after: after,
+        through,
+    };
+    tracing::info!(turn_id = %turn.id, before, after, through, "history compacted");
+    Ok(((after <= budget).then_some(messages), Some(event)))
+}
+
+/// Where the kept part of the tail starts: about `keep_last` messages from the end, at a
+/// user message, so that no tool result is separated from its call. `None` when nothing
+/// older can go.
+fn cut_point(tail: &[(i64, HistoryMessage)], keep_last: usize) -> Option<usize> {
+    let is_user = |i: &usize| matches!(tail[*i].1, HistoryMessage::User { .. });
+    let wanted = tail.len().saturating_sub(keep_last);
+    let cut = (wanted..tail.len())
+        .find(is_user)
+        .or_else(|| (0..wanted).rev().find(is_user))?;
+    (cut > 0).then_some(cut)
+}
+
+/// Asks the agent's own model for a summary of `older`; without one, nothing is kept.
+async fn summarize(
+    provider: &dyn Provider,
+    mut older: Vec<HistoryMessage>,
+    options: &std::collections::BTreeMap<String, String>,
+) -> String {
+    older.push(HistoryMessage::User {
+        content: Content::Text(
+            "Summarize the conversation so far in a few sentences: facts, decisions and \
+             open questions. Answer with the summary only."
+                .into(),
+        ),
+    });
+    let mut stream = provider.stream(ModelRequest {
+        system_prompt: "You write faithful, compact summaries of conversations.".into(),
+        messages: older,
+        options: options.clone(),
+        tools: Vec::new(),
+    });
+    let mut summary = String::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(ModelEvent::TextDelta(delta)) => summary.push_str(&delta),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(error = %error, "the summary could not be made");
+                return "(no summary could be made)".into();
+            }
+        }
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> HistoryMessage {
+        HistoryMessage::User {
+            content: Content::Text(text.into()),
+        }
+    }
+
+    fn tool(id: &str) -> HistoryMessage {
+        HistoryMessage::Tool {
+            tool_call_id: id.into(),
+            content: Content::Text("r".into()),
+        }
+    }
+
+    fn assistant() -> HistoryMessage {
+        HistoryMessage::Assistant {
+            content: Content::Text("a".into()),
+        }
+    }
+
+    #[test]
+    fn the_cut_lands_on_a_user_message_never_between_a_call_and_its_result() {
+        let tail: Vec<(i64, HistoryMessage)> = [
+            user("1"),
+            assistant(),
+            tool("a"),
+            assistant(),
+            user("2"),
+            assistant(),
+            tool("b"),
+            tool("c"),
+            assistant(),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| (i as i64, m))
+        .collect();
+        assert_eq!(
+            cut_point(&tail, 3),
+            Some(4),
+            "back to the last user message"
+        );
+        assert_eq!(cut_point(&tail, 5), Some(4));
+        assert_eq!(cut_point(&tail, 7), Some(4), "forward to a user message");
+        assert_eq!(
+            cut_point(&tail, 100),
+            None,
+            "nothing older than the first user message"
+        );
+        assert_eq!(cut_point(&tail[..4], 1), None);
+    }
+}

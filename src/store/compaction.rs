@@ -1,0 +1,90 @@
+//! The compacted history's storage: an overlay that stands for the full history up to a
+//! position, followed by the full history after it.
+
+use sqlx::types::Json;
+
+use super::{Store, StoreError, with_db, with_writer};
+use crate::model::{HistoryMessage, SessionId, TenantId};
+
+/// The compacted history in its parts.
+#[derive(Debug, Clone, Default)]
+pub struct CompactedView {
+    pub overlay: Vec<HistoryMessage>,
+    /// Full-history messages after the overlay, with their positions.
+    pub tail: Vec<(i64, HistoryMessage)>,
+}
+
+impl Store {
+    pub async fn get_compacted_view(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<CompactedView, StoreError> {
+        let overlay: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT message FROM compacted_history WHERE tenant_id = $1 AND session_id = $2 \
+                 ORDER BY position",
+            )
+            .bind(tenant)
+            .bind(session)
+            .fetch_all(pool)
+            .await
+        })?;
+        let tail: Vec<(i64, Json<HistoryMessage>)> = with_db!(self, |pool| {
+            sqlx::query_as(
+                "SELECT h.position, h.message FROM history h JOIN sessions s ON s.id = h.session_id \
+                 WHERE h.tenant_id = $1 AND h.session_id = $2 \
+                 AND h.position > COALESCE(s.compacted_through, -1) ORDER BY h.position",
+            )
+            .bind(tenant)
+            .bind(session)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(CompactedView {
+            overlay: overlay.into_iter().map(|Json(m)| m).collect(),
+            tail: tail.into_iter().map(|(p, Json(m))| (p, m)).collect(),
+        })
+    }
+
+    /// Replaces the overlay: it now stands for the full history up to `through`.
+    pub async fn replace_compaction(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        overlay: &[HistoryMessage],
+        through: i64,
+    ) -> Result<(), StoreError> {
+        with_writer!(self, |pool| {
+            let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM compacted_history WHERE tenant_id = $1 AND session_id = $2")
+                .bind(tenant)
+                .bind(session)
+                .execute(&mut *tx)
+                .await?;
+            for (position, message) in overlay.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO compacted_history (tenant_id, session_id, position, message, created_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(tenant)
+                .bind(session)
+                .bind(position as i64)
+                .bind(Json(message))
+                .bind(crate::model::now())
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query(
+                "UPDATE sessions SET compacted_through = $3 WHERE tenant_id = $1 AND id = $2",
+            )
+            .bind(tenant)
+            .bind(session)
+            .bind(through)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await
+        })?;
+        Ok(())
+    }
+}
