@@ -54,6 +54,7 @@ impl AppState {
             agents.clone(),
             secrets.clone(),
             settings.engine.clone(),
+            settings.tools.clone(),
         );
         Ok(AppState {
             settings,

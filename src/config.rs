@@ -20,6 +20,7 @@ pub struct Settings {
     pub auth: AuthSettings,
     pub secrets: SecretsSettings,
     pub engine: EngineSettings,
+    pub tools: ToolsSettings,
     pub log: LogSettings,
     #[serde(default)]
     pub agents: Vec<AgentSettings>,
@@ -70,6 +71,15 @@ pub struct EngineSettings {
     pub sse_keep_alive_seconds: u64,
     pub max_batch_events: usize,
     pub subscriber_buffer: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSettings {
+    /// Hosts (or host:port) `http_fetch` may reach although they are internal addresses.
+    pub http_fetch_allow: Vec<String>,
+    pub http_fetch_max_bytes: usize,
+    pub http_fetch_timeout_seconds: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

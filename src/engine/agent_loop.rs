@@ -169,7 +169,14 @@ async fn run_server_tool(
     if let Err(problem) = tools::validate_arguments(&spec.parameters, input) {
         return format!("Error: invalid arguments: {problem}");
     }
-    tools::run(builtin, input, &engine.store, &turn.tenant_id).await
+    tools::run(
+        builtin,
+        input,
+        &engine.store,
+        &turn.tenant_id,
+        &engine.tools,
+    )
+    .await
 }
 
 /// A tool's result: an event, and a tool message in the history.

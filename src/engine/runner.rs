@@ -113,6 +113,7 @@ pub struct Engine {
     pub(super) secrets: SecretBox,
     pub(super) writer: EventWriter,
     pub(super) http: reqwest::Client,
+    pub(super) tools: crate::config::ToolsSettings,
     fanout: Arc<Fanout>,
     settings: EngineSettings,
     tracker: TaskTracker,
@@ -131,6 +132,7 @@ impl Engine {
         agents: Agents,
         secrets: SecretBox,
         settings: EngineSettings,
+        tools: crate::config::ToolsSettings,
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer));
         let writer = EventWriter::start(store.clone(), fanout.clone(), settings.max_batch_events);
@@ -140,6 +142,7 @@ impl Engine {
             secrets,
             writer,
             http: crate::providers::http_client(),
+            tools,
             fanout,
             global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
             settings,

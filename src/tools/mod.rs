@@ -2,6 +2,7 @@
 //! validation and execution.
 
 mod calculator;
+mod fetch;
 
 use serde_json::{Map, Value, json};
 
@@ -9,6 +10,7 @@ use crate::model::{TenantId, ToolSpec};
 use crate::store::Store;
 
 pub use calculator::evaluate;
+pub use fetch::is_internal;
 
 /// The built-in server tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,10 +18,16 @@ pub enum Builtin {
     Clock,
     Calculator,
     Memory,
+    HttpFetch,
 }
 
 impl Builtin {
-    pub const ALL: [Builtin; 3] = [Builtin::Clock, Builtin::Calculator, Builtin::Memory];
+    pub const ALL: [Builtin; 4] = [
+        Builtin::Clock,
+        Builtin::Calculator,
+        Builtin::Memory,
+        Builtin::HttpFetch,
+    ];
 
     pub fn named(name: &str) -> Option<Builtin> {
         Builtin::ALL.into_iter().find(|b| b.name() == name)
@@ -30,6 +38,7 @@ impl Builtin {
             Builtin::Clock => "clock",
             Builtin::Calculator => "calculator",
             Builtin::Memory => "memory",
+            Builtin::HttpFetch => "http_fetch",
         }
     }
 
@@ -40,9 +49,10 @@ impl Builtin {
                 "Evaluates an arithmetic expression: numbers, + - * / % ^ and parentheses."
             }
             Builtin::Memory => {
-                "Notes kept for this tenant across sessions: save a note, search notes, or \\
+                "Notes kept for this tenant across sessions: save a note, search notes, or \
                  delete one by id."
             }
+            Builtin::HttpFetch => "Fetches a web page or API response over HTTP(S) with GET.",
         }
     }
 
@@ -68,6 +78,12 @@ impl Builtin {
                     "id": {"type": "string", "description": "The note to delete."}
                 },
                 "required": ["action"],
+                "additionalProperties": false
+            }),
+            Builtin::HttpFetch => json!({
+                "type": "object",
+                "properties": {"url": {"type": "string", "description": "An http:// or https:// URL."}},
+                "required": ["url"],
                 "additionalProperties": false
             }),
         }
@@ -116,6 +132,7 @@ pub async fn run(
     input: &Map<String, Value>,
     store: &Store,
     tenant: &TenantId,
+    settings: &crate::config::ToolsSettings,
 ) -> String {
     let result = match tool {
         Builtin::Calculator => {
@@ -133,6 +150,10 @@ pub async fn run(
         }
         Builtin::Clock => clock(input.get("zone").and_then(Value::as_str)),
         Builtin::Memory => memory(input, store, tenant).await,
+        Builtin::HttpFetch => {
+            let url = input.get("url").and_then(Value::as_str).unwrap_or_default();
+            fetch::fetch(url, settings).await
+        }
     };
     result.unwrap_or_else(|error| format!("Error: {error}"))
 }

@@ -922,3 +922,65 @@ async fn a_tool_with_a_looser_schema_gets_an_error_result_not_a_crash() {
     let result = reply.body["messages"][1]["content"].as_str().unwrap();
     assert!(result.starts_with("Error:"), "{result}");
 }
+
+/// A page on loopback: the kind of address http_fetch must not reach unless allowed.
+async fn local_page() -> String {
+    use actix_web::{App, HttpResponse, HttpServer, web};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = HttpServer::new(|| {
+        App::new().route(
+            "/page",
+            web::get().to(|| async {
+                HttpResponse::Ok()
+                    .content_type("text/plain")
+                    .body("hello from a local page")
+            }),
+        )
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .unwrap()
+    .run();
+    tokio::spawn(server);
+    format!("http://127.0.0.1:{port}/page")
+}
+
+#[tokio::test]
+async fn http_fetch_refuses_internal_addresses_unless_allowed() {
+    let page = local_page().await;
+    let server = ScriptedOpenAi::start().await;
+    let agent = String::from("[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\nmodel = \"m\"\n")
+        + "base_url = \""
+        + &server.url
+        + "\"\n[[agents.tools]]\nname = \"http_fetch\"\nexpose = false\n";
+    for (allow, expected) in [
+        ("", "internal address"),
+        (
+            "[tools]\nhttp_fetch_allow = [\"127.0.0.1\"]\n",
+            "hello from a local page",
+        ),
+    ] {
+        let app = spawn_app_on(Arc::new(TestDb::new().await), &format!("{agent}{allow}")).await;
+        let (_, token) = app.new_tenant().await;
+        let session = app
+            .create_session(&token, json!({"agent": {"name": "gpt"}}))
+            .await;
+        let arguments = json!({"url": page}).to_string();
+        server.push(Reply::Stream(vec![
+            call("f1", "http_fetch", &arguments),
+            finish("tool_calls"),
+        ]));
+        server.push(Reply::Stream(vec![text("ok"), finish("stop")]));
+        let reply = app
+            .post(
+                &format!("/sessions/{session}/turns"),
+                &token,
+                json!({"messages": [user("fetch")]}),
+            )
+            .await;
+        let result = reply.body["messages"][1]["content"].as_str().unwrap();
+        assert!(result.contains(expected), "{result}");
+    }
+}
