@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 
 use super::error::EngineError;
 use crate::agents::Agent;
-use crate::config::CompactionStrategy;
+use crate::config::{CompactionStrategy, HistoryType};
 use crate::model::{Content, ContentBlock, EventData, HistoryMessage, Turn};
 use crate::providers::{ModelEvent, ModelRequest, Provider};
 use crate::store::Store;
@@ -32,6 +32,12 @@ pub async fn history_for_model(
     options: &std::collections::BTreeMap<String, String>,
 ) -> Result<(Option<Vec<HistoryMessage>>, Option<EventData>), EngineError> {
     let settings = &agent.settings().history;
+    if settings.budget_tokens == 0 {
+        let messages = store
+            .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)
+            .await?;
+        return Ok((Some(messages), None));
+    }
     let view = store
         .get_compacted_view(&turn.tenant_id, &turn.session_id)
         .await?;
@@ -39,7 +45,7 @@ pub async fn history_for_model(
     messages.extend(view.tail.iter().map(|(_, m)| m.clone()));
     let budget = settings.budget_tokens;
     let before = estimate_tokens(system_prompt, &messages);
-    if budget == 0 || before <= budget {
+    if before <= budget {
         return Ok((Some(messages), None));
     }
     if settings.strategy == CompactionStrategy::None {
