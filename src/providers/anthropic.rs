@@ -5,10 +5,10 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::http::{send_with_retries, summarize};
-use super::{ModelEvent, ModelRequest, Provider, ProviderError};
+use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
 use crate::config::AgentSettings;
 use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
@@ -227,14 +227,7 @@ impl Provider for AnthropicProvider {
                 }
             }
             for (_, id, name, arguments) in tools {
-                let input = if arguments.trim().is_empty() {
-                    Map::new()
-                } else {
-                    match serde_json::from_str::<Value>(&arguments) {
-                        Ok(Value::Object(map)) => map,
-                        _ => Map::from_iter([("_invalid_arguments".to_owned(), Value::String(arguments))]),
-                    }
-                };
+                let input = parse_arguments(arguments);
                 yield ModelEvent::ToolCall { id, name, input };
             }
             match stop {
@@ -267,12 +260,12 @@ mod tests {
                     ContentBlock::ToolUse {
                         tool_call_id: "t1".into(),
                         name: "clock".into(),
-                        input: Map::new(),
+                        input: serde_json::Map::new(),
                     },
                     ContentBlock::ToolUse {
                         tool_call_id: "t2".into(),
                         name: "clock".into(),
-                        input: Map::new(),
+                        input: serde_json::Map::new(),
                     },
                 ]),
             },

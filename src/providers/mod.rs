@@ -68,6 +68,21 @@ pub fn for_agent(settings: &AgentSettings, http: &reqwest::Client) -> Box<dyn Pr
     }
 }
 
+/// A tool call's streamed JSON arguments as an object. Anything else is kept as
+/// `{"_invalid_arguments": "<what the model sent>"}` for the tool's result to explain.
+pub(crate) fn parse_arguments(arguments: String) -> serde_json::Map<String, serde_json::Value> {
+    if arguments.trim().is_empty() {
+        return serde_json::Map::new();
+    }
+    match serde_json::from_str::<serde_json::Value>(&arguments) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::from_iter([(
+            "_invalid_arguments".to_owned(),
+            serde_json::Value::String(arguments),
+        )]),
+    }
+}
+
 /// The HTTP client providers share.
 pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder()

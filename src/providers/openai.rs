@@ -9,7 +9,7 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::http::{send_with_retries, summarize};
-use super::{ModelEvent, ModelRequest, Provider, ProviderError};
+use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
 use crate::config::AgentSettings;
 use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
@@ -140,25 +140,14 @@ impl ToolCallFragments {
         }
     }
 
-    /// The calls in index order. Arguments that are not a JSON object are kept as
-    /// `{"_invalid_arguments": "<what the model sent>"}` for the tool's result to explain.
+    /// The calls in index order.
     fn finish(mut self) -> Vec<ModelEvent> {
         self.calls.sort_by_key(|c| c.0);
         self.calls
             .into_iter()
             .enumerate()
             .map(|(i, (_, id, name, arguments))| {
-                let input = if arguments.trim().is_empty() {
-                    serde_json::Map::new()
-                } else {
-                    match serde_json::from_str::<Value>(&arguments) {
-                        Ok(Value::Object(map)) => map,
-                        _ => serde_json::Map::from_iter([(
-                            "_invalid_arguments".to_owned(),
-                            Value::String(arguments),
-                        )]),
-                    }
-                };
+                let input = parse_arguments(arguments);
                 let id = if id.is_empty() {
                     format!("call_{i}")
                 } else {

@@ -83,7 +83,7 @@ async fn openai_streams_text_and_thinking_in_all_three_modes_with_options_applie
         )
         .await;
     let delta = stream.collect().await;
-    let names: Vec<&str> = delta.iter().map(|f| f.event.as_str()).collect();
+    let names = crate::sse::names(&delta);
     assert_eq!(
         names,
         [
@@ -108,7 +108,7 @@ async fn openai_streams_text_and_thinking_in_all_three_modes_with_options_applie
         .await
         .collect()
         .await;
-    let names: Vec<&str> = message.iter().map(|f| f.event.as_str()).collect();
+    let names = crate::sse::names(&message);
     assert_eq!(names, ["turn_start", "thinking", "text", "turn_stop"]);
     assert_eq!(message[2].data, json!({"text": "Bonjour"}));
 
@@ -321,7 +321,7 @@ async fn client_tools_stop_the_turn_and_their_results_resume_it() {
         .await
         .collect()
         .await;
-    let names: Vec<&str> = frames.iter().map(|f| f.event.as_str()).collect();
+    let names = crate::sse::names(&frames);
     assert_eq!(
         names,
         [
@@ -487,7 +487,7 @@ async fn trusted_server_tools_run_inline_and_untrusted_ones_wait_for_permission(
         .await
         .collect()
         .await;
-    let names: Vec<&str> = frames.iter().map(|f| f.event.as_str()).collect();
+    let names = crate::sse::names(&frames);
     assert_eq!(
         names,
         [
@@ -644,7 +644,7 @@ async fn parallel_client_trusted_and_untrusted_calls_are_answered_in_one_turn() 
         .await
         .collect()
         .await;
-    let names: Vec<&str> = frames.iter().map(|f| f.event.as_str()).collect();
+    let names = crate::sse::names(&frames);
     assert_eq!(
         names,
         [
@@ -842,7 +842,7 @@ name = "calculator"
         .unwrap()
         .to_owned();
     let frames = stream.collect().await;
-    let names: Vec<&str> = frames.iter().map(|f| f.event.as_str()).collect();
+    let names = crate::sse::names(&frames);
     assert_eq!(
         names,
         [

@@ -13,6 +13,11 @@ pub struct Frame {
     pub data: Value,
 }
 
+/// The event names of frames, in order.
+pub fn names(frames: &[Frame]) -> Vec<&str> {
+    frames.iter().map(|f| f.event.as_str()).collect()
+}
+
 /// An SSE response read frame by frame; comments (keep-alives) are skipped.
 pub struct SseReader {
     pub headers: reqwest::header::HeaderMap,

@@ -112,7 +112,7 @@ async fn ids_are_the_session_seq_and_replay_from_every_cursor_gives_the_rest() {
         .await
         .collect()
         .await;
-    let names: Vec<&str> = messages.iter().map(|f| f.event.as_str()).collect();
+    let names = crate::sse::names(&messages);
     assert_eq!(names, ["turn_start", "thinking", "text", "turn_stop"]);
     assert_eq!(messages[2].data["text"], "second turn");
 

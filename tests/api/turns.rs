@@ -5,11 +5,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::helpers::{TestDb, spawn_app, spawn_app_on, user};
-use crate::sse::Frame;
-
-fn names(frames: &[Frame]) -> Vec<&str> {
-    frames.iter().map(|f| f.event.as_str()).collect()
-}
+use crate::sse::{Frame, names};
 
 fn joined(frames: &[Frame], event: &str) -> String {
     frames
