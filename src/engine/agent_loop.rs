@@ -107,8 +107,7 @@ pub(super) async fn run_turn(
     let started = Instant::now();
     let mut log = TurnLog::new(engine, turn);
     log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
-    let mut outcome = match model_step(engine, turn, session, permissions, control, &mut log).await
-    {
+    let mut outcome = match run_steps(engine, turn, session, permissions, control, &mut log).await {
         Ok(outcome) => outcome,
         Err(error) => {
             tracing::error!(turn_id = %turn.id, error = %error, "turn failed");
@@ -204,7 +203,7 @@ struct Step {
 
 /// The agent loop: call the model, resolve its tool calls, call it again, until it answers
 /// without tools, needs the client, fails, or runs out of steps.
-async fn model_step(
+async fn run_steps(
     engine: &Engine,
     turn: &Turn,
     session: &Session,

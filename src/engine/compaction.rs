@@ -8,18 +8,8 @@ use super::error::EngineError;
 use crate::agents::Agent;
 use crate::config::{CompactionStrategy, HistoryType};
 use crate::model::{Content, ContentBlock, EventData, HistoryMessage, Turn};
-use crate::providers::{ModelEvent, ModelRequest, Provider};
+use crate::providers::{ModelEvent, ModelRequest, Provider, estimate_tokens};
 use crate::store::Store;
-
-/// Tokens estimated from text length (about four characters a token).
-pub fn estimate_tokens(system_prompt: &str, messages: &[HistoryMessage]) -> u64 {
-    let chars: usize = messages
-        .iter()
-        .map(|m| serde_json::to_string(m).map_or(0, |s| s.len()))
-        .sum::<usize>()
-        + system_prompt.len();
-    chars.div_ceil(4) as u64
-}
 
 /// The history to feed the model, compacted first if it is over budget. `Ok(None)` when it
 /// still does not fit. The event to record comes with it.

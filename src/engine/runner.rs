@@ -61,19 +61,13 @@ pub struct Permission {
 #[derive(Debug)]
 pub struct StartedTurn {
     pub turn: Turn,
-    /// An earlier turn with the same idempotency key and request, not a new one.
-    pub replayed: bool,
     /// For a new turn: subscribed before it could write, so following it needs no replay.
     live: Option<tokio::sync::broadcast::Receiver<Arc<Event>>>,
 }
 
 impl StartedTurn {
     fn replay(turn: Turn) -> Self {
-        Self {
-            turn,
-            replayed: true,
-            live: None,
-        }
+        Self { turn, live: None }
     }
 }
 
@@ -315,7 +309,6 @@ impl Engine {
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
         Ok(StartedTurn {
             turn,
-            replayed: false,
             live: Some(live),
         })
     }

@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::http::{send_with_retries, summarize};
+use super::http::{next_data, send_with_retries, summarize};
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
 use crate::config::AgentSettings;
@@ -160,14 +160,10 @@ impl Provider for AnthropicProvider {
             let mut tools: Vec<(u64, String, String, String)> = Vec::new();
             let mut stop = None;
             loop {
-                let next = tokio::time::timeout(timeout, events.next())
-                    .await
-                    .map_err(|_| fail("the model provider stopped sending in time".into()))?;
-                let Some(event) = next else {
+                let Some(data) = next_data(&mut events, timeout).await? else {
                     break;
                 };
-                let event = event.map_err(|_| fail("the model provider's stream broke off".into()))?;
-                let Ok(data) = serde_json::from_str::<Value>(&event.data) else {
+                let Ok(data) = serde_json::from_str::<Value>(&data) else {
                     continue;
                 };
                 match data["type"].as_str().unwrap_or_default() {

@@ -68,10 +68,6 @@ fn chunks(text: &str, size: usize) -> Vec<String> {
     chars.chunks(size).map(|c| c.iter().collect()).collect()
 }
 
-fn estimate_tokens(chars: usize) -> u64 {
-    chars.div_ceil(4) as u64
-}
-
 impl Provider for EchoProvider {
     fn stream(
         &self,
@@ -81,12 +77,7 @@ impl Provider for EchoProvider {
             &request.messages,
             request.options.get("style").map(String::as_str),
         );
-        let input_chars: usize = request
-            .messages
-            .iter()
-            .map(|m| serde_json::to_string(m).map_or(0, |s| s.len()))
-            .sum::<usize>()
-            + request.system_prompt.len();
+        let input_tokens = super::estimate_tokens(&request.system_prompt, &request.messages);
         let mut events = Vec::new();
         if self.thinking {
             let thought = format!(
@@ -105,8 +96,8 @@ impl Provider for EchoProvider {
                 .map(ModelEvent::TextDelta),
         );
         events.push(ModelEvent::Usage {
-            input_tokens: estimate_tokens(input_chars),
-            output_tokens: estimate_tokens(reply.chars().count()),
+            input_tokens,
+            output_tokens: reply.chars().count().div_ceil(4) as u64,
         });
         events.push(ModelEvent::Stop(StopReason::EndTurn));
         let delay = self.delay;

@@ -70,3 +70,23 @@ pub async fn send_with_retries(
         tokio::time::sleep(Duration::from_millis(250 * 2u64.pow(attempt.min(5)))).await;
     }
 }
+
+/// The next SSE event's data, waiting at most `timeout`; `None` when the stream ends.
+pub async fn next_data<S, E>(
+    events: &mut S,
+    timeout: Duration,
+) -> Result<Option<String>, ProviderError>
+where
+    S: futures_util::Stream<Item = Result<eventsource_stream::Event, E>> + Unpin,
+{
+    use futures_util::StreamExt;
+    let fail = |message: &str| ProviderError {
+        message: message.to_owned(),
+    };
+    match tokio::time::timeout(timeout, events.next()).await {
+        Err(_) => Err(fail("the model provider stopped sending in time")),
+        Ok(None) => Ok(None),
+        Ok(Some(Err(_))) => Err(fail("the model provider's stream broke off")),
+        Ok(Some(Ok(event))) => Ok(Some(event.data)),
+    }
+}

@@ -68,6 +68,17 @@ pub fn for_agent(settings: &AgentSettings, http: &reqwest::Client) -> Box<dyn Pr
     }
 }
 
+/// Tokens estimated from text length (about four characters a token): what the model
+/// is fed when no provider count is at hand.
+pub fn estimate_tokens(system_prompt: &str, messages: &[HistoryMessage]) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .map(|m| serde_json::to_string(m).map_or(0, |s| s.len()))
+        .sum::<usize>()
+        + system_prompt.len();
+    chars.div_ceil(4) as u64
+}
+
 /// A tool call's streamed JSON arguments as an object. Anything else is kept as
 /// `{"_invalid_arguments": "<what the model sent>"}` for the tool's result to explain.
 pub(crate) fn parse_arguments(arguments: String) -> serde_json::Map<String, serde_json::Value> {

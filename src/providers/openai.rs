@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::http::{send_with_retries, summarize};
+use super::http::{next_data, send_with_retries, summarize};
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
 use crate::config::AgentSettings;
@@ -214,17 +214,13 @@ impl Provider for OpenAiProvider {
             let mut stop = None;
             let mut calls = ToolCallFragments::default();
             loop {
-                let next = tokio::time::timeout(timeout, events.next())
-                    .await
-                    .map_err(|_| fail("the model provider stopped sending in time".into()))?;
-                let Some(event) = next else {
+                let Some(data) = next_data(&mut events, timeout).await? else {
                     break;
                 };
-                let event = event.map_err(|_| fail("the model provider's stream broke off".into()))?;
-                if event.data.trim() == "[DONE]" {
+                if data.trim() == "[DONE]" {
                     break;
                 }
-                let Ok(chunk) = serde_json::from_str::<Value>(&event.data) else {
+                let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
                     continue;
                 };
                 if let Some(message) = chunk["error"]["message"].as_str() {

@@ -5,8 +5,7 @@ use sqlx::types::Json;
 
 use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{
-    HistoryMessage, Session, SessionId, StopReason, StreamMode, TenantId, Turn, TurnError, TurnId,
-    Usage,
+    HistoryMessage, Session, SessionId, StopReason, TenantId, Turn, TurnError, TurnId, Usage,
 };
 
 #[derive(sqlx::FromRow)]
@@ -220,15 +219,6 @@ impl Store {
                 .await
         })?;
         rows.into_iter().map(Turn::try_from).collect()
-    }
-}
-
-impl StreamMode {
-    pub fn parse_request(value: Option<&str>) -> Result<StreamMode, String> {
-        match value {
-            None => Ok(StreamMode::None),
-            Some(s) => s.parse(),
-        }
     }
 }
 

@@ -10,7 +10,6 @@ use crate::model::{TenantId, ToolSpec};
 use crate::store::Store;
 
 pub use calculator::evaluate;
-pub use fetch::is_internal;
 
 /// The built-in server tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
