@@ -71,6 +71,8 @@ pub struct EngineSettings {
     pub sse_keep_alive_seconds: u64,
     pub max_batch_events: usize,
     pub subscriber_buffer: usize,
+    /// Inline part contents larger than this are stored once and passed as a URL.
+    pub inline_part_max_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -119,6 +121,12 @@ pub struct AgentSettings {
     pub tools: Vec<ToolSettings>,
     #[serde(default)]
     pub history: HistorySettings,
+    /// The message bodies the agent accepts; empty: any.
+    #[serde(default)]
+    pub input_schema: Vec<SchemaPartSettings>,
+    /// The message bodies the agent writes; a reply outside it fails the turn.
+    #[serde(default)]
+    pub output_schema: Vec<SchemaPartSettings>,
     /// `openai` provider: the API's base URL (`…/v1`); `/chat/completions` is appended.
     #[serde(default)]
     pub base_url: String,
@@ -226,6 +234,40 @@ pub struct ToolSettings {
 
 fn default_true() -> bool {
     true
+}
+
+/// One part of a message-body schema: globs (`*`, `**`, `{a,b}`) over part names and
+/// content types.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaPartSettings {
+    /// Matches named parts whose name fits; absent: matches only unnamed parts.
+    #[serde(default)]
+    pub name: Option<String>,
+    pub content_type: String,
+    #[serde(default)]
+    pub required: bool,
+}
+
+impl SchemaPartSettings {
+    pub fn compile(&self) -> Result<crate::model::SchemaPart, (&'static str, String)> {
+        use crate::model::PartGlob;
+        let name = match &self.name {
+            Some(pattern) if !pattern.starts_with('/') => {
+                return Err((
+                    "name",
+                    format!("`{pattern}` must start with `/`: part names are absolute paths"),
+                ));
+            }
+            Some(pattern) => Some(PartGlob::new(pattern).map_err(|e| ("name", e))?),
+            None => None,
+        };
+        Ok(crate::model::SchemaPart {
+            name,
+            content_type: PartGlob::new(&self.content_type).map_err(|e| ("content_type", e))?,
+            required: self.required,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -699,6 +741,16 @@ impl AgentSettings {
                 format!("{at}.history.types"),
                 "must list at least one of \"full\", \"compacted\"",
             ));
+        }
+        for (key, schema) in [
+            ("input_schema", &self.input_schema),
+            ("output_schema", &self.output_schema),
+        ] {
+            for (j, part) in schema.iter().enumerate() {
+                part.compile().map_err(|(field, message)| {
+                    ConfigError::new(format!("{at}.{key}[{j}].{field}"), message)
+                })?;
+            }
         }
         Ok(())
     }

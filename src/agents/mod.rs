@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::config::{
     AgentSettings, HistoryType, ImageInput, OptionKind, OptionSettings, ProviderKind,
 };
-use crate::model::{ImageSource, ToolSpec};
+use crate::model::{BodySchema, ImageSource, ToolSpec};
 use crate::tools::Builtin;
 
 pub use session_config::{ResolvedSessionConfig, SessionConfigRequest};
@@ -43,7 +43,15 @@ impl Agents {
             agents: settings
                 .iter()
                 .map(|s| {
+                    let compile = |parts: &[crate::config::SchemaPartSettings]| BodySchema {
+                        parts: parts
+                            .iter()
+                            .map(|p| p.compile().expect("schemas are checked with the settings"))
+                            .collect(),
+                    };
                     Arc::new(Agent {
+                        input_schema: compile(&s.input_schema),
+                        output_schema: compile(&s.output_schema),
                         settings: s.clone(),
                     })
                 })
@@ -64,6 +72,8 @@ impl Agents {
 #[derive(Debug)]
 pub struct Agent {
     settings: AgentSettings,
+    input_schema: BodySchema,
+    output_schema: BodySchema,
 }
 
 impl Agent {
@@ -73,6 +83,16 @@ impl Agent {
 
     pub fn settings(&self) -> &AgentSettings {
         &self.settings
+    }
+
+    /// The message bodies the agent accepts (empty: any).
+    pub fn input_schema(&self) -> &BodySchema {
+        &self.input_schema
+    }
+
+    /// The message bodies the agent writes (empty: any).
+    pub fn output_schema(&self) -> &BodySchema {
+        &self.output_schema
     }
 
     pub fn option(&self, name: &str) -> Option<&OptionSettings> {

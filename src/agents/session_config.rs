@@ -147,9 +147,34 @@ impl Agent {
             let Some(content) = message.content() else {
                 continue;
             };
-            self.check_content(content, &format!("messages[{i}].content"))?;
+            let path = format!("messages[{i}].content");
+            self.check_content(content, &path)?;
+            if let HistoryMessage::User { content } = message {
+                self.check_input_body(content, &path)?;
+            }
         }
         Ok(())
+    }
+
+    /// Checks a user message's body against the agent's input schema; the error names the
+    /// offending part.
+    pub fn check_input_body(&self, content: &Content, path: &str) -> Result<(), FieldError> {
+        self.input_schema()
+            .check(&content.to_parts())
+            .map_err(|violation| {
+                let field = match (violation.part, content) {
+                    (Some(j), Content::Blocks(_)) => format!("{path}[{j}]"),
+                    _ => path.to_owned(),
+                };
+                FieldError::new(
+                    field,
+                    format!(
+                        "{} (input schema of agent `{}`)",
+                        violation.message,
+                        self.name()
+                    ),
+                )
+            })
     }
 
     /// Checks one message body at `path`.

@@ -199,6 +199,8 @@ struct Step {
     stop_reason: StopReason,
     error: Option<TurnError>,
     calls: Vec<Call>,
+    /// The message's body as parts, for the agent's output schema.
+    reply: Vec<crate::model::Part>,
 }
 
 /// The agent loop: call the model, resolve its tool calls, call it again, until it answers
@@ -282,6 +284,17 @@ async fn run_steps(
             return Ok(outcome);
         }
         if step.calls.is_empty() {
+            if let Err(violation) = agent.output_schema().check(&step.reply) {
+                outcome.stop_reason = StopReason::Error;
+                outcome.error = Some(TurnError::new(
+                    "output_schema",
+                    format!(
+                        "the agent's reply does not fit its output schema: {}",
+                        violation.message
+                    ),
+                ));
+                return Ok(outcome);
+            }
             if outcome.stop_reason == StopReason::ToolUse {
                 outcome.stop_reason = StopReason::EndTurn;
             }
@@ -336,6 +349,7 @@ async fn stream_message(
         stop_reason: StopReason::EndTurn,
         error: None,
         calls: Vec::new(),
+        reply: Vec::new(),
     };
     let mut step_usage = (0, 0);
     loop {
@@ -394,6 +408,7 @@ async fn stream_message(
     }
     usage.input_tokens += step_usage.0;
     usage.output_tokens += step_usage.1;
+    step.reply = Content::Blocks(message.blocks().to_vec()).to_parts();
     let history = if message.blocks().is_empty() {
         Vec::new()
     } else {

@@ -8,6 +8,7 @@ mod error;
 mod fanout;
 mod follow;
 mod input;
+mod parts;
 mod runner;
 mod sessions;
 mod writer;
@@ -16,5 +17,8 @@ pub use assemble::{MessageAssembler, turn_messages};
 pub use error::EngineError;
 pub use follow::Follow;
 pub use input::InputMessage;
+pub use parts::file_url;
 pub use runner::{Engine, StartedTurn, TurnRequest};
-pub use sessions::{REDACTED, SessionView, create_session, open_secret_options, redact};
+pub use sessions::{
+    REDACTED, SessionView, create_session, open_secret_options, redact, session_for_key,
+};

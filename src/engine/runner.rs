@@ -226,6 +226,9 @@ impl Engine {
             {
                 agent.check_content(content, &format!("messages[{i}].content"))?;
             }
+            if let InputMessage::User { content } = message {
+                agent.check_input_body(content, &format!("messages[{i}].content"))?;
+            }
         }
         let pending = self.pending_tool_calls(tenant, session_id).await?;
         check_input(&request.messages, &pending, |name| {
@@ -251,6 +254,15 @@ impl Engine {
             })
             .collect();
         let updated = self.apply_overrides(&session, &request.agent)?;
+        let mut request = request;
+        super::parts::store_large_parts(
+            &self.store,
+            tenant,
+            session_id,
+            self.settings.inline_part_max_bytes,
+            &mut request.messages,
+        )
+        .await?;
 
         self.reserve_queue_slot()?;
         let turn = Turn {

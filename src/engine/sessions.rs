@@ -67,6 +67,67 @@ pub async fn create_session(
     config: SessionConfigRequest,
     seed: Vec<HistoryMessage>,
 ) -> Result<Session, EngineError> {
+    insert_session(state, tenant, agent_name, config, seed, None).await
+}
+
+/// The session a client names by `key`: an agentry session id (which must exist), or the
+/// client's own key, which names a new session of `agent_name` on first use.
+pub async fn session_for_key(
+    state: &AppState,
+    tenant: &TenantId,
+    key: &str,
+    agent_name: &str,
+    seed: Vec<HistoryMessage>,
+) -> Result<(Session, bool), EngineError> {
+    if key.starts_with(SessionId::PREFIX) {
+        let id: SessionId = key.parse().map_err(|_| EngineError::NotFound("session"))?;
+        return match state.store.get_session(tenant, &id).await {
+            Ok(session) => Ok((session, false)),
+            Err(crate::store::StoreError::NotFound) => Err(EngineError::NotFound("session")),
+            Err(e) => Err(e.into()),
+        };
+    }
+    if key.is_empty() || key.len() > 256 || key.chars().any(char::is_control) {
+        return Err(crate::model::FieldError::new(
+            "session_id",
+            "must be 1-256 printable characters",
+        )
+        .into());
+    }
+    if let Some(session) = state.store.find_session_by_alias(tenant, key).await? {
+        return Ok((session, false));
+    }
+    let config = SessionConfigRequest::default();
+    match insert_session(
+        state,
+        tenant,
+        agent_name,
+        config,
+        seed,
+        Some(key.to_owned()),
+    )
+    .await
+    {
+        Ok(session) => Ok((session, true)),
+        // Another request created it first.
+        Err(EngineError::Store(crate::store::StoreError::Conflict(_))) => state
+            .store
+            .find_session_by_alias(tenant, key)
+            .await?
+            .map(|session| (session, false))
+            .ok_or(EngineError::NotFound("session")),
+        Err(e) => Err(e),
+    }
+}
+
+async fn insert_session(
+    state: &AppState,
+    tenant: &TenantId,
+    agent_name: &str,
+    config: SessionConfigRequest,
+    seed: Vec<HistoryMessage>,
+    alias: Option<String>,
+) -> Result<Session, EngineError> {
     let agent = state.agents.get(agent_name).ok_or_else(|| {
         crate::model::FieldError::new("agent.name", format!("unknown agent `{agent_name}`"))
     })?;
@@ -90,6 +151,7 @@ pub async fn create_session(
         options: resolved.options,
         sealed_options,
         client_tools: resolved.client_tools,
+        alias,
         created_at: now,
         updated_at: now,
     };

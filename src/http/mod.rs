@@ -3,6 +3,7 @@
 mod aap;
 mod admin;
 mod body;
+mod files;
 mod login;
 mod ops;
 mod pagination;
@@ -83,6 +84,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .delete(aap::sessions::delete_session),
         )
         .service(web::resource("/sessions/{session_id}/history").get(aap::history::get_history))
+        .service(web::resource("/sessions/{session_id}/parts").get(aap::parts::list_parts))
+        .service(web::resource("/files/{file_id}").get(files::get_file))
         .service(
             web::resource("/sessions/{session_id}/turns")
                 .get(aap::turns::list_turns)

@@ -93,6 +93,12 @@ typed_id!(
     "turn_"
 );
 
+typed_id!(
+    /// A stored part content, served at `/files/{id}`.
+    FileId,
+    "file_"
+);
+
 /// A string that is not an id of the expected kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("malformed identifier")]

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::FieldError;
+use super::body::Part;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
@@ -53,6 +54,8 @@ pub enum ContentBlock {
     Image {
         url: String,
     },
+    /// A message-body part AAP has no block for (named attachments, data, audio, files).
+    Part(Part),
 }
 
 /// Where an image block's bytes come from.
@@ -79,6 +82,37 @@ impl Content {
             Content::Blocks(blocks) => blocks,
         }
     }
+
+    /// The body as message-body parts, for schema checks: text is an unnamed `text/plain`
+    /// part, an image an unnamed image part, `part` blocks stay as they are. Thinking and
+    /// tool calls are not part of the body.
+    pub fn to_parts(&self) -> Vec<Part> {
+        match self {
+            Content::Text(text) => vec![Part::text("text/plain", text.clone())],
+            Content::Blocks(blocks) => blocks
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::Text { text } => Some(Part::text("text/plain", text.clone())),
+                    ContentBlock::Image { url } => Some(Part {
+                        content: None,
+                        content_url: Some(url.clone()),
+                        ..Part::text(image_type(url), "")
+                    }),
+                    ContentBlock::Part(part) => Some(part.clone()),
+                    ContentBlock::Thinking { .. } | ContentBlock::ToolUse { .. } => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An image's media type: the one a data: URL states, else `image/*`.
+fn image_type(url: &str) -> String {
+    url.strip_prefix("data:")
+        .and_then(|rest| rest.split([';', ',']).next())
+        .filter(|t| t.starts_with("image/"))
+        .unwrap_or("image/*")
+        .to_owned()
 }
 
 impl HistoryMessage {

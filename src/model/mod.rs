@@ -1,5 +1,6 @@
 //! The engine's vocabulary, shared by every protocol face and the store.
 
+mod body;
 mod event;
 mod ids;
 mod message;
@@ -7,8 +8,12 @@ mod session;
 mod tenant;
 mod turn;
 
+pub use body::{
+    BodySchema, ContentEncoding, Part, PartGlob, SchemaPart, SchemaViolation, check_names,
+    check_part_name,
+};
 pub use event::{Event, EventData};
-pub use ids::{CredentialId, InvalidId, SessionId, TenantId, TokenId, TurnId};
+pub use ids::{CredentialId, FileId, InvalidId, SessionId, TenantId, TokenId, TurnId};
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use session::{ServerToolRef, Session, ToolSpec};
 pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};

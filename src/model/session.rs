@@ -19,6 +19,8 @@ pub struct Session {
     pub options: BTreeMap<String, String>,
     pub sealed_options: BTreeMap<String, String>,
     pub client_tools: Vec<ToolSpec>,
+    /// The client's own key for the session (an AgentScope or ACP session id), if any.
+    pub alias: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

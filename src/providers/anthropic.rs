@@ -53,6 +53,7 @@ fn blocks(content: &Content) -> Vec<Value> {
             .filter_map(|block| match block {
                 ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
                 ContentBlock::Image { url } => Some(image_block(url)),
+                ContentBlock::Part(part) => Some(json!({"type": "text", "text": part.describe()})),
                 ContentBlock::ToolUse {
                     tool_call_id,
                     name,

@@ -40,6 +40,7 @@ pub fn echo_reply(messages: &[HistoryMessage], style: Option<&str>) -> String {
             .filter_map(|block| match block {
                 ContentBlock::Text { text } => Some(text.clone()),
                 ContentBlock::Image { url } => Some(describe_image(url)),
+                ContentBlock::Part(part) => Some(part.describe()),
                 _ => None,
             })
             .collect::<Vec<_>>()

@@ -59,6 +59,9 @@ fn user_content(content: &Content) -> Value {
                     ContentBlock::Image { url } => {
                         Some(json!({"type": "image_url", "image_url": {"url": url}}))
                     }
+                    ContentBlock::Part(part) => {
+                        Some(json!({"type": "text", "text": part.describe()}))
+                    }
                     _ => None,
                 })
                 .collect(),

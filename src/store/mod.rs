@@ -18,6 +18,7 @@ use crate::config::DatabaseSettings;
 mod compaction;
 mod credentials;
 mod events;
+mod files;
 mod history;
 mod keys;
 mod migrate;
@@ -30,6 +31,7 @@ mod turns;
 pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
 pub use events::AppendGroup;
+pub use files::StoredFile;
 pub use tenants::AuthState;
 pub use turns::UsageTotals;
 

@@ -17,6 +17,7 @@ struct SessionRow {
     options: Json<BTreeMap<String, String>>,
     sealed_options: Json<BTreeMap<String, String>>,
     client_tools: Json<Vec<ToolSpec>>,
+    alias: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -31,6 +32,7 @@ impl From<SessionRow> for Session {
             options: row.options.0,
             sealed_options: row.sealed_options.0,
             client_tools: row.client_tools.0,
+            alias: row.alias,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -38,7 +40,7 @@ impl From<SessionRow> for Session {
 }
 
 const SESSION_COLUMNS: &str = "id, tenant_id, agent, server_tools, options, sealed_options, \
-                               client_tools, created_at, updated_at";
+                               client_tools, alias, created_at, updated_at";
 
 impl Store {
     /// Records a new session and its seed messages atomically.
@@ -52,8 +54,8 @@ impl Store {
             let mut tx = pool.begin().await?;
             sqlx::query(
                 "INSERT INTO sessions (id, tenant_id, agent, server_tools, options, \
-                 sealed_options, client_tools, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+                 sealed_options, client_tools, alias, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
             )
             .bind(&session.id)
             .bind(tenant)
@@ -62,6 +64,7 @@ impl Store {
             .bind(Json(&session.options))
             .bind(Json(&session.sealed_options))
             .bind(Json(&session.client_tools))
+            .bind(&session.alias)
             .bind(session.created_at)
             .execute(&mut *tx)
             .await?;
@@ -98,6 +101,24 @@ impl Store {
             .await
         })?;
         Ok(row.into())
+    }
+
+    /// The session a client knows by its own key.
+    pub async fn find_session_by_alias(
+        &self,
+        tenant: &TenantId,
+        alias: &str,
+    ) -> Result<Option<Session>, StoreError> {
+        let row: Option<SessionRow> = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 AND alias = $2"
+            )))
+            .bind(tenant)
+            .bind(alias)
+            .fetch_optional(pool)
+            .await
+        })?;
+        Ok(row.map(Session::from))
     }
 
     /// The tenant's sessions, newest first.

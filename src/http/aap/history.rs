@@ -6,7 +6,7 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 
 use super::session_id;
-use super::wire::HistoryResponse;
+use super::wire::{HistoryResponse, aap_history};
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::config::HistoryType;
@@ -59,6 +59,6 @@ pub async fn get_history(
     }
     let messages = state.store.list_history(&auth.tenant_id, &id, kind).await?;
     Ok(HttpResponse::Ok().json(HistoryResponse {
-        history: BTreeMap::from([(kind.as_str(), messages)]),
+        history: BTreeMap::from([(kind.as_str(), aap_history(messages))]),
     }))
 }

@@ -80,10 +80,22 @@ fn capabilities(agent: &Agent) -> Value {
     );
     // agentry's extensions of AAP: replay and resume of a session's or a turn's events,
     // turn records, cancellation, and Idempotency-Key on POST /sessions/{id}/turns.
-    capabilities.insert(
-        "agentry".into(),
-        json!({"events": {}, "turns": {}, "cancel": {}, "idempotency": {}}),
-    );
+    let mut agentry = json!({"events": {}, "turns": {}, "cancel": {}, "idempotency": {}});
+    // The message-body schemas the agent declares (its input is enforced).
+    for (key, schema) in [
+        ("inputSchema", &settings.input_schema),
+        ("outputSchema", &settings.output_schema),
+    ] {
+        if !schema.is_empty() {
+            agentry[key] = schema
+                .iter()
+                .map(|part| {
+                    json!({"name": part.name, "contentType": part.content_type, "required": part.required})
+                })
+                .collect();
+        }
+    }
+    capabilities.insert("agentry".into(), agentry);
     if agent.accepts_client_tools() {
         capabilities.insert("application".into(), json!({"tools": {}}));
     }

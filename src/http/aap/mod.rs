@@ -3,6 +3,7 @@
 pub mod events;
 pub mod history;
 pub mod meta;
+pub mod parts;
 mod render;
 pub mod sessions;
 pub mod turns;

@@ -36,7 +36,7 @@ fn block_frame(seq: i64, block: &ContentBlock) -> Option<Frame> {
             "tool_call",
             json!({"toolCallId": tool_call_id, "name": name, "input": input}),
         ),
-        ContentBlock::Image { .. } => return None,
+        ContentBlock::Image { .. } | ContentBlock::Part(_) => return None,
     })
 }
 

@@ -78,6 +78,45 @@ pub struct HistoryResponse {
     pub history: BTreeMap<&'static str, Vec<HistoryMessage>>,
 }
 
+/// History as AAP can carry it: a `part` block (from another protocol face) becomes a text
+/// block that describes the part and links to its content.
+pub fn aap_history(messages: Vec<HistoryMessage>) -> Vec<HistoryMessage> {
+    use crate::model::{Content, ContentBlock};
+    let render = |content: Content| match content {
+        Content::Blocks(blocks) => Content::Blocks(
+            blocks
+                .into_iter()
+                .map(|block| match block {
+                    ContentBlock::Part(part) => ContentBlock::Text {
+                        text: part.describe(),
+                    },
+                    other => other,
+                })
+                .collect(),
+        ),
+        text => text,
+    };
+    messages
+        .into_iter()
+        .map(|message| match message {
+            HistoryMessage::User { content } => HistoryMessage::User {
+                content: render(content),
+            },
+            HistoryMessage::Assistant { content } => HistoryMessage::Assistant {
+                content: render(content),
+            },
+            HistoryMessage::Tool {
+                tool_call_id,
+                content,
+            } => HistoryMessage::Tool {
+                tool_call_id,
+                content: render(content),
+            },
+            system => system,
+        })
+        .collect()
+}
+
 #[derive(Debug, Serialize)]
 pub struct MetaResponse {
     pub version: u32,

@@ -1,0 +1,80 @@
+//! Inline part contents over the configured size are stored once per session and passed
+//! on as a URL agentry serves (`/files/{id}`), so history and events stay small.
+
+use base64::Engine as _;
+
+use super::error::EngineError;
+use super::input::InputMessage;
+use crate::model::{Content, ContentBlock, ContentEncoding, FieldError, SessionId, TenantId};
+use crate::store::Store;
+
+/// The path under which stored part contents are served.
+pub fn file_url(id: &crate::model::FileId) -> String {
+    format!("/files/{id}")
+}
+
+/// Checks base64 contents and moves large inline contents of the messages into files.
+pub(super) async fn store_large_parts(
+    store: &Store,
+    tenant: &TenantId,
+    session: &SessionId,
+    limit: usize,
+    messages: &mut [InputMessage],
+) -> Result<(), EngineError> {
+    for (i, message) in messages.iter_mut().enumerate() {
+        if let InputMessage::User { content } | InputMessage::ToolResult { content, .. } = message {
+            store_content(
+                store,
+                tenant,
+                session,
+                limit,
+                content,
+                &format!("messages[{i}]"),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn store_content(
+    store: &Store,
+    tenant: &TenantId,
+    session: &SessionId,
+    limit: usize,
+    content: &mut Content,
+    path: &str,
+) -> Result<(), EngineError> {
+    let Content::Blocks(blocks) = content else {
+        return Ok(());
+    };
+    for (j, block) in blocks.iter_mut().enumerate() {
+        let ContentBlock::Part(part) = block else {
+            continue;
+        };
+        let Some(inline) = &part.content else {
+            continue;
+        };
+        let bytes = match part.content_encoding {
+            ContentEncoding::Plain => inline.as_bytes().to_vec(),
+            ContentEncoding::Base64 => base64::engine::general_purpose::STANDARD
+                .decode(inline)
+                .map_err(|_| {
+                    FieldError::new(
+                        format!("{path}.content[{j}].content"),
+                        "is not valid base64 (content_encoding is base64)",
+                    )
+                })?,
+        };
+        if bytes.len() <= limit {
+            continue;
+        }
+        let id = store
+            .insert_file(tenant, session, &part.content_type, &bytes)
+            .await?;
+        part.content = None;
+        part.content_encoding = ContentEncoding::Plain;
+        part.content_url = Some(file_url(&id));
+    }
+    Ok(())
+}

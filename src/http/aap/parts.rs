@@ -1,0 +1,91 @@
+//! `GET /sessions/{id}/parts?glob=…`: the named message parts of a session's history, the
+//! message body's `list(glob)`.
+
+use actix_web::{HttpResponse, web};
+use serde::{Deserialize, Serialize};
+
+use super::session_id;
+use crate::app::AppState;
+use crate::auth::TenantAuth;
+use crate::config::HistoryType;
+use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::model::{ContentBlock, HistoryMessage, Part, PartGlob};
+
+#[derive(Deserialize)]
+pub struct PartsQuery {
+    glob: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PartsResponse {
+    parts: Vec<ListedPart>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedPart {
+    /// The message's position in the full history.
+    position: usize,
+    role: &'static str,
+    #[serde(flatten)]
+    part: Part,
+}
+
+pub async fn list_parts(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<PartsQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let glob = match query.glob.as_deref() {
+        None => None,
+        Some(pattern) => Some(
+            PartGlob::new(pattern)
+                .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, format!("glob: {e}")))?,
+        ),
+    };
+    let id = session_id(&path)?;
+    state
+        .store
+        .get_session(&auth.tenant_id, &id)
+        .await
+        .or_not_found("session")?;
+    let history = state
+        .store
+        .list_history(&auth.tenant_id, &id, HistoryType::Full)
+        .await?;
+    let parts = history
+        .into_iter()
+        .enumerate()
+        .flat_map(|(position, message)| {
+            let role = match &message {
+                HistoryMessage::System { .. } => "system",
+                HistoryMessage::User { .. } => "user",
+                HistoryMessage::Assistant { .. } => "assistant",
+                HistoryMessage::Tool { .. } => "tool",
+            };
+            let parts: Vec<Part> = message
+                .content()
+                .map(|c| {
+                    c.blocks()
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::Part(part) if part.name.is_some() => Some(part.clone()),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            parts.into_iter().map(move |part| ListedPart {
+                position,
+                role,
+                part,
+            })
+        })
+        .filter(|listed| match (&glob, &listed.part.name) {
+            (Some(glob), Some(name)) => glob.is_match(name),
+            _ => true,
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(PartsResponse { parts }))
+}
