@@ -22,8 +22,17 @@ pub struct Settings {
     pub engine: EngineSettings,
     pub tools: ToolsSettings,
     pub log: LogSettings,
+    pub agentscope: AgentScopeSettings,
     #[serde(default)]
     pub agents: Vec<AgentSettings>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentScopeSettings {
+    /// The agent `POST /agentscope/process` talks to when the request names none; empty:
+    /// the first configured agent.
+    pub default_agent: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -532,6 +541,13 @@ impl Settings {
                 ));
             }
             agent.validate(&at)?;
+        }
+        let default = &self.agentscope.default_agent;
+        if !default.is_empty() && !self.agents.iter().any(|a| a.name == *default) {
+            return Err(ConfigError::new(
+                "agentscope.default_agent",
+                format!("`{default}` is not a configured agent"),
+            ));
         }
         Ok(())
     }

@@ -14,3 +14,6 @@ CREATE TABLE files (
     created_at    TEXT NOT NULL
 );
 CREATE UNIQUE INDEX files_once ON files (tenant_id, session_id, sha256, content_type);
+
+-- Turns found by a client-given response id (AgentScope `id`), tenant-wide.
+CREATE INDEX turns_key ON turns (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL;

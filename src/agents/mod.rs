@@ -144,6 +144,11 @@ impl Agent {
         Some((tool_spec(settings), builtin, settings.expose))
     }
 
+    /// Whether the tool comes from an MCP server.
+    pub fn is_mcp_tool(&self, _name: &str) -> bool {
+        false
+    }
+
     pub fn has_server_tool(&self, name: &str) -> bool {
         self.settings.tools.iter().any(|t| t.name == name)
     }

@@ -21,7 +21,10 @@ pub async fn get_file(
         .or_not_found("file")?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, file.content_type))
-        .insert_header((header::CACHE_CONTROL, "private, max-age=31536000, immutable"))
+        .insert_header((
+            header::CACHE_CONTROL,
+            "private, max-age=31536000, immutable",
+        ))
         .insert_header(("X-Content-Type-Options", "nosniff"))
         .body(file.data))
 }

@@ -2,6 +2,7 @@
 
 mod aap;
 mod admin;
+mod agentscope;
 mod body;
 mod files;
 mod login;
@@ -101,6 +102,24 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .post(aap::turns::cancel_turn),
         )
         .service(web::resource("/sessions/{session_id}/events").get(aap::events::session_events))
+        // The AgentScope Runtime Agent API
+        .service(
+            web::scope("/agentscope")
+                .service(web::resource("/process").post(agentscope::process::process))
+                .service(
+                    web::resource("/agents/{agent}/process")
+                        .post(agentscope::process::process_with_agent),
+                )
+                .service(
+                    web::resource("/responses/{response_id}/events")
+                        .get(agentscope::process::response_events),
+                )
+                .service(
+                    web::resource("/sessions/{session_id}/messages")
+                        .get(agentscope::process::session_messages),
+                )
+                .service(web::resource("/health").get(agentscope::process::health)),
+        )
         .default_service(web::to(not_found));
 }
 

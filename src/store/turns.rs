@@ -146,6 +146,41 @@ impl Store {
         row.try_into()
     }
 
+    /// A turn of the tenant by its id alone (protocols whose URLs carry no session).
+    pub async fn find_turn(
+        &self,
+        tenant: &TenantId,
+        turn: &TurnId,
+    ) -> Result<Option<Turn>, StoreError> {
+        let row: Option<TurnRow> = with_db!(self, |pool| {
+            sqlx::query_as(turns_query("tenant_id = $1 AND id = $2"))
+                .bind(tenant)
+                .bind(turn)
+                .fetch_optional(pool)
+                .await
+        })?;
+        row.map(Turn::try_from).transpose()
+    }
+
+    /// The tenant's latest turn recorded with this idempotency key, in any session.
+    pub async fn find_latest_turn_by_key(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<Turn>, StoreError> {
+        let row: Option<TurnRow> = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {TURN_COLUMNS} FROM turns WHERE tenant_id = $1 AND idempotency_key = $2 \
+                 ORDER BY created_at DESC LIMIT 1"
+            )))
+            .bind(tenant)
+            .bind(key)
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(Turn::try_from).transpose()
+    }
+
     pub async fn find_turn_by_idempotency_key(
         &self,
         tenant: &TenantId,

@@ -6,6 +6,7 @@ mod scripted;
 mod sse;
 
 mod admin;
+mod agentscope;
 mod auth;
 mod compaction;
 mod deployment;

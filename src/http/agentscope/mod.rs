@@ -1,0 +1,7 @@
+//! The AgentScope Runtime Agent API face, served under `/agentscope`: the same sessions,
+//! engine and event log as AAP, in AgentScope's request and response objects.
+
+mod convert;
+pub mod process;
+mod render;
+mod wire;

@@ -1,0 +1,508 @@
+//! `POST /agentscope/process` (and `/agentscope/agents/{agent}/process`): an AgentScope
+//! `AgentRequest` becomes an engine turn; its events stream back as AgentScope objects.
+//! `GET /agentscope/responses/{id}/events` replays or resumes a response.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::convert::{self, Item};
+use super::render::{AgentScopeRenderer, ResponseIdentity};
+use super::wire::RefusalEvent;
+use crate::agents::SessionConfigRequest;
+use crate::app::AppState;
+use crate::auth::TenantAuth;
+use crate::config::HistoryType;
+use crate::engine::{Follow, InputMessage, TurnRequest, create_session, session_for_key};
+use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::http::sse::{self, Frame};
+use crate::model::{
+    Content, Event, FieldError, HistoryMessage, Session, StreamMode, ToolSpec, Turn, TurnId,
+};
+use crate::store::StoreError;
+
+/// Request ids are kept as the turn's idempotency key under this prefix.
+const KEY_PREFIX: &str = "agentscope:";
+
+pub async fn process(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> HttpResponse {
+    run(&state, &auth, None, &body).await
+}
+
+pub async fn process_with_agent(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    run(&state, &auth, Some(path.into_inner()), &body).await
+}
+
+/// How the request wants its answer, known once the body parsed.
+#[derive(Clone, Copy)]
+enum Answer {
+    Stream,
+    Json,
+}
+
+impl Answer {
+    /// A refusal before the response started: an error event on a stream (as the
+    /// reference answers), the error body otherwise.
+    fn refuse(self, error: ApiError) -> HttpResponse {
+        match self {
+            Answer::Json => error.error_response(),
+            Answer::Stream => {
+                let code = serde_json::to_value(error.code)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let event = RefusalEvent {
+                    error: error.message.clone(),
+                    code,
+                };
+                let frame = Frame {
+                    id: None,
+                    event: None,
+                    data: serde_json::to_string(&event).expect("refusals serialize"),
+                };
+                HttpResponse::Ok()
+                    .content_type("text/event-stream; charset=utf-8")
+                    .insert_header(("Cache-Control", "no-cache"))
+                    .body(frame.encode())
+            }
+        }
+    }
+}
+
+async fn run(
+    state: &AppState,
+    auth: &TenantAuth,
+    path_agent: Option<String>,
+    body: &[u8],
+) -> HttpResponse {
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        Err(error) => {
+            return HttpResponse::build(StatusCode::UNPROCESSABLE_ENTITY).json(json!({
+                "detail": [{"type": "json_invalid", "loc": ["body"], "msg": "JSON decode error",
+                            "ctx": {"error": error.to_string()}}]
+            }));
+        }
+    };
+    let answer = match request.get("stream") {
+        Some(Value::Bool(false)) => Answer::Json,
+        _ => Answer::Stream,
+    };
+    match start(state, auth, path_agent, &request).await {
+        Ok((turn, identity, started)) => {
+            let events = state.engine.follow_started(started);
+            respond(state, answer, turn, identity, events, None).await
+        }
+        Err(error) => answer.refuse(error),
+    }
+}
+
+/// Validates the request, finds or makes the session, and starts the turn.
+async fn start(
+    state: &AppState,
+    auth: &TenantAuth,
+    path_agent: Option<String>,
+    request: &Value,
+) -> Result<(Turn, ResponseIdentity, crate::engine::StartedTurn), ApiError> {
+    let object = request
+        .as_object()
+        .ok_or_else(|| ApiError::invalid("body", "must be an AgentRequest object"))?;
+    if let Some(stream) = object.get("stream")
+        && !stream.is_boolean()
+        && !stream.is_null()
+    {
+        return Err(ApiError::invalid("stream", "must be true or false"));
+    }
+    let items = match object.get("input") {
+        Some(Value::Array(input)) if !input.is_empty() => input
+            .iter()
+            .enumerate()
+            .map(|(i, m)| convert::parse_item(m, &format!("input[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(Value::Array(_)) => return Err(ApiError::invalid("input", "must not be empty")),
+        Some(_) => return Err(ApiError::invalid("input", "must be a list of messages")),
+        None => return Err(FieldError::missing("input").into()),
+    };
+    let explicit_agent = choose_agent(state, path_agent, object)?;
+    let client_tools = parse_tools(object.get("tools"))?;
+    let request_id = match object.get("id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if !id.is_empty() && id.len() <= 200 => Some(id.clone()),
+        Some(_) => return Err(ApiError::invalid("id", "must be 1-200 characters")),
+    };
+    let session_key = match object.get("session_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(key)) if !key.is_empty() => Some(key.clone()),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "session_id",
+                "must be a non-empty string",
+            ));
+        }
+    };
+
+    // The new input is the trailing run of user messages and tool outputs; what precedes
+    // it is history the client holds.
+    let split = items
+        .iter()
+        .rposition(|item| !item.is_turn_input())
+        .map_or(0, |i| i + 1);
+    if split == items.len() {
+        return Err(ApiError::invalid(
+            format!("input[{}]", items.len() - 1),
+            "the last message must be a user message or a tool call output",
+        ));
+    }
+    let (earlier, new) = items.split_at(split);
+    let seed = convert::to_history(earlier);
+    let agent_name = explicit_agent
+        .clone()
+        .unwrap_or_else(|| default_agent(state).to_owned());
+    let session = match &session_key {
+        Some(key) => {
+            let (session, created) =
+                session_for_key(state, &auth.tenant_id, key, &agent_name, seed.clone()).await?;
+            if !created && !seed.is_empty() {
+                check_repeated_history(state, &session, &seed).await?;
+            }
+            session
+        }
+        None => {
+            create_session(
+                state,
+                &auth.tenant_id,
+                &agent_name,
+                SessionConfigRequest::default(),
+                seed,
+            )
+            .await?
+        }
+    };
+
+    let messages = new
+        .iter()
+        .map(|item| match item {
+            Item::User(blocks) => InputMessage::User {
+                content: Content::Blocks(blocks.clone()),
+            },
+            Item::Output { call_id, output } => InputMessage::ToolResult {
+                tool_call_id: call_id.clone(),
+                content: output.clone(),
+            },
+            _ => unreachable!("only turn input follows the split"),
+        })
+        .collect();
+    let started = state
+        .engine
+        .start_turn(
+            &auth.tenant_id,
+            &session.id,
+            TurnRequest {
+                agent_name: explicit_agent,
+                agent: SessionConfigRequest {
+                    server_tools: None,
+                    options: Default::default(),
+                    client_tools,
+                },
+                messages,
+                stream: StreamMode::Delta,
+                idempotency_key: request_id.as_ref().map(|id| format!("{KEY_PREFIX}{id}")),
+                fingerprint: TurnRequest::fingerprint_of(request),
+            },
+        )
+        .await?;
+    let turn = started.turn.clone();
+    let identity = identity_of(state, &session, &turn);
+    Ok((turn, identity, started))
+}
+
+/// The agent named by the path, else by `model` when it names one.
+fn choose_agent(
+    state: &AppState,
+    path_agent: Option<String>,
+    request: &Map<String, Value>,
+) -> Result<Option<String>, ApiError> {
+    if let Some(name) = path_agent {
+        return match state.agents.get(&name) {
+            Some(_) => Ok(Some(name)),
+            None => Err(ApiError::not_found(&format!("agent `{name}`"))),
+        };
+    }
+    Ok(request
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|model| state.agents.get(model).is_some())
+        .map(str::to_owned))
+}
+
+fn default_agent(state: &AppState) -> &str {
+    let configured = &state.settings.agentscope.default_agent;
+    if configured.is_empty() {
+        state
+            .agents
+            .iter()
+            .next()
+            .map(|a| a.name())
+            .unwrap_or_default()
+    } else {
+        configured
+    }
+}
+
+/// `tools: [{"type": "function", "function": {name, description, parameters}}]`.
+fn parse_tools(value: Option<&Value>) -> Result<Option<Vec<ToolSpec>>, ApiError> {
+    let items = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(items)) if items.is_empty() => return Ok(None),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(ApiError::invalid("tools", "must be a list of tools")),
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, tool)| {
+            let at = format!("tools[{i}]");
+            let function = tool
+                .get("function")
+                .and_then(Value::as_object)
+                .ok_or_else(|| ApiError::invalid(format!("{at}.function"), "is required"))?;
+            let name = function
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| ApiError::invalid(format!("{at}.function.name"), "is required"))?;
+            Ok(ToolSpec {
+                name: name.to_owned(),
+                title: None,
+                description: function
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                parameters: function
+                    .get("parameters")
+                    .cloned()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// History a request repeats must be the end of what the session holds.
+async fn check_repeated_history(
+    state: &AppState,
+    session: &Session,
+    repeated: &[HistoryMessage],
+) -> Result<(), ApiError> {
+    let stored = state
+        .store
+        .list_history(&session.tenant_id, &session.id, HistoryType::Full)
+        .await?;
+    let comparable = |messages: &[HistoryMessage]| -> Vec<Value> {
+        convert::from_history(messages)
+            .iter()
+            .map(|m| json!([m.kind, m.role, m.content]))
+            .collect()
+    };
+    let stored = comparable(&stored);
+    let repeated = comparable(repeated);
+    if stored.ends_with(&repeated) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "input",
+            "the messages before the last one are not this session's stored history; \
+             send only the new message, or the history as it is stored",
+        ))
+    }
+}
+
+fn identity_of(state: &AppState, session: &Session, turn: &Turn) -> ResponseIdentity {
+    let id = turn
+        .idempotency_key
+        .as_deref()
+        .and_then(|k| k.strip_prefix(KEY_PREFIX))
+        .map_or_else(|| turn.id.to_string(), str::to_owned);
+    let mcp_tools = state
+        .agents
+        .get(&session.agent)
+        .map(|agent| {
+            agent
+                .exposed_tools()
+                .chain(agent.internal_tools())
+                .filter(|tool| agent.is_mcp_tool(&tool.name))
+                .map(|tool| tool.name)
+                .collect()
+        })
+        .unwrap_or_default();
+    ResponseIdentity {
+        id,
+        session_id: session
+            .alias
+            .clone()
+            .unwrap_or_else(|| session.id.to_string()),
+        created_at: turn.created_at.timestamp(),
+        turn_key: turn
+            .id
+            .as_str()
+            .trim_start_matches(TurnId::PREFIX)
+            .to_owned(),
+        mcp_tools,
+    }
+}
+
+/// Streams the response's frames after `after`, or waits for its end and answers with the
+/// final `AgentResponse`.
+async fn respond(
+    state: &AppState,
+    answer: Answer,
+    turn: Turn,
+    identity: ResponseIdentity,
+    events: impl futures_util::Stream<Item = Result<std::sync::Arc<Event>, StoreError>> + 'static,
+    after: Option<i64>,
+) -> HttpResponse {
+    let mut renderer = AgentScopeRenderer::new(identity);
+    let events = events.take_while(|event| {
+        if let Err(error) = event {
+            tracing::error!(error = %error, "an event stream failed");
+        }
+        std::future::ready(event.is_ok())
+    });
+    match answer {
+        Answer::Json => {
+            let mut events = std::pin::pin!(events);
+            while let Some(Ok(event)) = events.next().await {
+                renderer.render(&event);
+            }
+            match renderer.last {
+                Some(response) => HttpResponse::Ok().json(response),
+                None => {
+                    ApiError::new(ErrorCode::Internal, "the response ended early").error_response()
+                }
+            }
+        }
+        Answer::Stream => {
+            let after = after.unwrap_or(-1);
+            let frames = events.flat_map(move |event| {
+                let frames: Vec<Frame> = event
+                    .map(|e| renderer.render(&e))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|f| f.id.is_some_and(|id| id > after))
+                    .collect();
+                futures_util::stream::iter(frames)
+            });
+            let keep_alive =
+                std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
+            let mut response = sse::response(frames, keep_alive, Some(turn.id.as_str()));
+            response.headers_mut().insert(
+                actix_web::http::header::CONTENT_TYPE,
+                actix_web::http::header::HeaderValue::from_static(
+                    "text/event-stream; charset=utf-8",
+                ),
+            );
+            response
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    after: Option<i64>,
+}
+
+/// `GET /agentscope/responses/{id}/events`: the response's frames after `Last-Event-ID`
+/// (or `?after=`), replayed from the log and then live until it ends.
+pub async fn response_events(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<EventsQuery>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let id = path.into_inner();
+    let turn = match id.parse::<TurnId>() {
+        Ok(turn_id) => state.store.find_turn(&auth.tenant_id, &turn_id).await?,
+        Err(_) => {
+            state
+                .store
+                .find_latest_turn_by_key(&auth.tenant_id, &format!("{KEY_PREFIX}{id}"))
+                .await?
+        }
+    }
+    .ok_or_else(|| ApiError::not_found("response"))?;
+    let after = match req.headers().get("last-event-id") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .ok_or_else(|| ApiError::invalid("Last-Event-ID", "must be a sequence number"))?,
+        ),
+        None => query.after,
+    };
+    let session = state
+        .store
+        .get_session(&auth.tenant_id, &turn.session_id)
+        .await
+        .or_not_found("session")?;
+    let identity = identity_of(&state, &session, &turn);
+    let events = state.engine.follow(Follow {
+        tenant: auth.tenant_id.clone(),
+        session: turn.session_id.clone(),
+        turn: Some(turn.id.clone()),
+        after: 0,
+    });
+    Ok(respond(&state, Answer::Stream, turn, identity, events, after).await)
+}
+
+/// `GET /agentscope/sessions/{id}/messages`: a session's full history as AgentScope
+/// messages. `{id}` is the `session_id` the client used, or an agentry session id.
+pub async fn session_messages(
+    auth: TenantAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let key = path.into_inner();
+    let session = match key.parse() {
+        Ok(id) => state.store.get_session(&auth.tenant_id, &id).await.ok(),
+        Err(_) => {
+            state
+                .store
+                .find_session_by_alias(&auth.tenant_id, &key)
+                .await?
+        }
+    }
+    .ok_or_else(|| ApiError::not_found("session"))?;
+    let history = state
+        .store
+        .list_history(&auth.tenant_id, &session.id, HistoryType::Full)
+        .await?;
+    let mut messages = convert::from_history(&history);
+    for (i, message) in messages.iter_mut().enumerate() {
+        message.id = format!(
+            "msg_{}_{i}",
+            session.id.as_str().trim_start_matches("sess_")
+        );
+    }
+    Ok(HttpResponse::Ok().json(json!({
+        "session_id": key,
+        "messages": messages,
+    })))
+}
+
+pub async fn health() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"status": "healthy"}))
+}
