@@ -19,12 +19,17 @@ pub async fn get_file(
         .get_file(&auth.tenant_id, &id)
         .await
         .or_not_found("file")?;
+    // The type came from a client: one that is not a valid header value is served as bytes.
+    let content_type = header::HeaderValue::from_str(&file.content_type)
+        .unwrap_or(header::HeaderValue::from_static("application/octet-stream"));
     Ok(HttpResponse::Ok()
-        .insert_header((header::CONTENT_TYPE, file.content_type))
+        .insert_header((header::CONTENT_TYPE, content_type))
         .insert_header((
             header::CACHE_CONTROL,
             "private, max-age=31536000, immutable",
         ))
         .insert_header(("X-Content-Type-Options", "nosniff"))
+        // Uploaded HTML or SVG must not run as agentry's own pages.
+        .insert_header(("Content-Security-Policy", "default-src 'none'; sandbox"))
         .body(file.data))
 }

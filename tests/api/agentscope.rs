@@ -461,6 +461,12 @@ async fn contents_round_trip_and_large_ones_become_urls_serving_the_same_bytes()
         .unwrap();
     assert_eq!(file.status(), StatusCode::OK);
     assert_eq!(file.headers()["content-type"], "application/octet-stream");
+    assert!(
+        file.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("sandbox")
+    );
     assert_eq!(file.bytes().await.unwrap(), big.as_bytes());
 
     // The named parts, listed with a glob; another tenant sees neither list nor file.
