@@ -51,15 +51,6 @@ impl Part {
         }
     }
 
-    /// The size of the inline content in bytes, decoded.
-    pub fn inline_len(&self) -> usize {
-        match (&self.content, self.content_encoding) {
-            (None, _) => 0,
-            (Some(c), ContentEncoding::Plain) => c.len(),
-            (Some(c), ContentEncoding::Base64) => c.len() / 4 * 3,
-        }
-    }
-
     /// A one-line description for readers that cannot show the part itself.
     pub fn describe(&self) -> String {
         let mut text = String::from("[part");

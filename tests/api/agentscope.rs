@@ -212,6 +212,8 @@ async fn reasoning_a_tool_call_and_its_output_follow_the_capture() {
         json!({"call_id": "call_1", "name": "calculator", "arguments": ""})
     );
     assert_eq!(frames[8].data["index"], Value::Null);
+    assert_eq!(frames[12].data["index"], 0);
+    assert_eq!(frames[12].data["data"]["output"], "");
     assert_eq!(frames[9].data["index"], 0);
     assert_eq!(
         serde_json::from_str::<Value>(frames[9].data["data"]["arguments"].as_str().unwrap())
@@ -285,9 +287,8 @@ async fn a_response_resumes_after_the_last_event_id_it_received() {
         .collect()
         .await;
     assert_eq!(from_query, whole[7..]);
-    // The turn id names the response too.
-    let turn = whole.last().unwrap().data["id"].clone();
-    assert_eq!(turn, "req-resume");
+    // The response is named by the request's id.
+    assert_eq!(whole.last().unwrap().data["id"], "req-resume");
 }
 
 #[tokio::test]

@@ -253,10 +253,7 @@ fn parse_content(value: &Value, path: &str) -> Result<ContentBlock, FieldError> 
             }
         }
         "file" => {
-            let name = field("filename").map(|f| {
-                let name = format!("/{}", f.trim_start_matches('/'));
-                name
-            });
+            let name = field("filename").map(|f| format!("/{}", f.trim_start_matches('/')));
             if let Some(name) = &name
                 && crate::model::check_part_name(name).is_err()
             {

@@ -265,7 +265,9 @@ impl AgentScopeRenderer {
             msg_id: Some(id.clone()),
             body: ContentBody::Data { data },
         };
-        self.push(frames, content("in_progress", None, started));
+        // As the reference does: a call's first data content has no index, an output's has 0.
+        let first_index = (role == "tool").then_some(0);
+        self.push(frames, content("in_progress", first_index, started));
         self.push(frames, content("completed", Some(0), finished.clone()));
         let mut completed = message;
         completed.status = "completed";
