@@ -893,6 +893,141 @@ name = "calculator"
     assert_eq!(record["usage"]["tool_calls"], 1);
 }
 
+/// An Anthropic reply with a thinking block (its signature streamed apart) and text in two
+/// deltas.
+fn claude_hello() -> Reply {
+    Reply::Events(vec![
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 12, "output_tokens": 1}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Greet "}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "back."}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "c2ln"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hel"}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "lo."}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 6}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ])
+}
+
+#[tokio::test]
+async fn anthropic_streams_text_in_all_three_modes() {
+    let server = ScriptedOpenAi::start().await;
+    let config = String::from("[[agents]]\nname = \"claude\"\nprovider = \"anthropic\"\n")
+        + "base_url = \""
+        + &server.url
+        + "\"\nmodel = \"claude-test\"\ntimeout_seconds = 2\n";
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "claude"}}))
+        .await;
+
+    server.push(claude_hello());
+    let delta = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [user("Hi")]}),
+        )
+        .await
+        .collect()
+        .await;
+    assert_eq!(
+        crate::sse::names(&delta),
+        [
+            "turn_start",
+            "thinking_delta",
+            "thinking_delta",
+            "text_delta",
+            "text_delta",
+            "turn_stop"
+        ]
+    );
+    assert_eq!(delta[1].data, json!({"delta": "Greet "}));
+    assert_eq!(delta[4].data, json!({"delta": "lo."}));
+
+    server.push(claude_hello());
+    let message = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "message", "messages": [user("Again")]}),
+        )
+        .await
+        .collect()
+        .await;
+    assert_eq!(
+        crate::sse::names(&message),
+        ["turn_start", "thinking", "text", "turn_stop"]
+    );
+    assert_eq!(message[1].data, json!({"thinking": "Greet back."}));
+    assert_eq!(message[2].data, json!({"text": "Hello."}));
+    assert_eq!(message[3].data, json!({"stopReason": "end_turn"}));
+
+    server.push(claude_hello());
+    let none = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("Once more")]}),
+        )
+        .await;
+    assert_eq!(
+        none.body,
+        json!({"stopReason": "end_turn", "messages": [{"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Greet back."},
+            {"type": "text", "text": "Hello."}
+        ]}]})
+    );
+
+    // Each request carried the whole conversation so far, alternating roles.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let roles: Vec<&str> = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
+}
+
 #[tokio::test]
 async fn a_tool_with_a_looser_schema_gets_an_error_result_not_a_crash() {
     let server = ScriptedOpenAi::start().await;
