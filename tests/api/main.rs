@@ -13,6 +13,7 @@ mod deployment;
 mod errors;
 mod isolation;
 mod lifecycle;
+mod mcp;
 mod meta;
 mod persistence;
 mod providers;
