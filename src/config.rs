@@ -914,6 +914,76 @@ mod tests {
     }
 
     #[test]
+    fn mcp_server_errors_name_their_key() {
+        let agent = "[[agents]]\nname = \"a\"\nprovider = \"echo\"\n";
+        let err = |toml: &str| Settings::from_toml(&format!("{toml}\n{agent}")).unwrap_err();
+        let e = err("[[mcp_servers]]\nname = \"fs\"");
+        assert_eq!(e.key, "mcp_servers[0].command");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\nurl = \"http://h/mcp\"");
+        assert_eq!(e.key, "mcp_servers[0].url");
+        let e = err("[[mcp_servers]]\nname = \"Files.1\"\ncommand = \"x\"");
+        assert_eq!(e.key, "mcp_servers[0].name");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\nurl = \"ftp://h\"");
+        assert_eq!(e.key, "mcp_servers[0].url");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\ntimeout_seconds = 0");
+        assert_eq!(e.key, "mcp_servers[0].timeout_seconds");
+        let e = err(
+            "[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\n[[mcp_servers]]\nname = \"fs\"\ncommand = \"y\"",
+        );
+        assert_eq!(e.key, "mcp_servers[1].name");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\nbogus = 1");
+        assert_eq!(e.key, "mcp_servers.0.bogus");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\ncommand = \"${AGENTRY_TEST_NEVER_SET}\"");
+        assert_eq!(e.key, "mcp_servers[0].command");
+
+        let server = "[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\n";
+        let tool = |name: &str, extra: &str| {
+            Settings::from_toml(&format!(
+                "{server}{agent}[[agents.tools]]\nname = \"{name}\"\n{extra}"
+            ))
+        };
+        assert_eq!(
+            tool("web.search", "").unwrap_err().key,
+            "agents[0].tools[0].name"
+        );
+        assert!(tool("web.search", "").unwrap_err().message.contains("web"));
+        assert_eq!(
+            tool("fs.read", "parameters = { type = \"object\" }")
+                .unwrap_err()
+                .key,
+            "agents[0].tools[0].parameters"
+        );
+        assert_eq!(
+            tool("fs.*", "description = \"x\"").unwrap_err().key,
+            "agents[0].tools[0].description"
+        );
+        assert!(tool("fs.read", "expose = false").is_ok());
+        assert!(tool("fs.*", "").is_ok());
+    }
+
+    #[test]
+    fn mcp_servers_read_the_environment() {
+        let mut settings = Settings::from_toml(
+            "[[mcp_servers]]\nname = \"gh\"\nurl = \"https://h/mcp\"\nheaders = { Authorization = \"Bearer x\" }",
+        )
+        .unwrap();
+        settings.mcp_servers[0]
+            .headers
+            .insert("Authorization".into(), Secret::new("Bearer ${GH_TOKEN}"));
+        settings
+            .resolve_environment(|name| (name == "GH_TOKEN").then(|| "t0k".to_owned()))
+            .unwrap();
+        assert_eq!(
+            settings.mcp_servers[0].headers["Authorization"].expose(),
+            "Bearer t0k"
+        );
+        assert!(
+            !format!("{settings:?}").contains("t0k"),
+            "headers are secrets"
+        );
+    }
+
+    #[test]
     fn secrets_never_print() {
         let secret = Secret::new("hunter2-hunter2");
         assert_eq!(format!("{secret:?}"), "\"***\"");

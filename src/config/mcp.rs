@@ -37,6 +37,14 @@ pub struct McpServerSettings {
     pub connect_timeout_seconds: u64,
 }
 
+/// Headers the streamable HTTP transport sets itself.
+const RESERVED_HEADERS: [&str; 4] = [
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
 fn default_call_timeout() -> u64 {
     60
 }
@@ -151,6 +159,15 @@ impl McpServerSettings {
                     }
                 }
                 for (name, value) in &self.headers {
+                    if RESERVED_HEADERS
+                        .iter()
+                        .any(|r| name.eq_ignore_ascii_case(r))
+                    {
+                        return Err(ConfigError::new(
+                            format!("{at}.headers.{name}"),
+                            "this header belongs to the MCP transport",
+                        ));
+                    }
                     if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
                         || reqwest::header::HeaderValue::from_str(value.expose()).is_err()
                     {

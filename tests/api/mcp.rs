@@ -433,7 +433,7 @@ name = "calculator"
 }
 
 #[tokio::test]
-async fn a_server_that_dies_is_unavailable_then_reconnected_and_a_changed_tool_list_is_seen() {
+async fn a_server_whose_program_dies_loses_its_tools_until_it_is_restarted() {
     let setup = Setup::start().await;
     let (app, model) = (&setup.app, &setup.model);
     let (_, token) = app.new_tenant().await;
@@ -562,4 +562,188 @@ async fn graceful_shutdown_stops_the_servers_program() {
     app.stop().await;
     assert!(!proc_entry.exists(), "the program is gone");
     drop((dir, model));
+}
+
+#[tokio::test]
+async fn the_agentscope_face_renders_mcp_calls_as_mcp_call_and_mcp_call_output() {
+    let setup = Setup::start().await;
+    let (app, model) = (&setup.app, &setup.model);
+    let (_, token) = app.new_tenant().await;
+    model.push(Reply::Stream(vec![
+        call("call_1", "fx_fail", "{}"),
+        finish("tool_calls"),
+    ]));
+    model.push(Reply::Stream(vec![text("It failed."), finish("stop")]));
+    let response = app
+        .client
+        .post(app.url("/agentscope/agents/gpt/process"))
+        .bearer_auth(&token)
+        .json(
+            &json!({"input": [{"role": "user", "content": [{"type": "text", "text": "fail"}]}],
+                      "session_id": "mcp"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let frames = crate::sse::SseReader::new(response).collect().await;
+    let messages: Vec<(&str, &Value)> = frames
+        .iter()
+        .filter(|f| f.data["object"] == "message" && f.data["status"] == "completed")
+        .map(|f| {
+            (
+                f.data["type"].as_str().unwrap(),
+                &f.data["content"][0]["data"],
+            )
+        })
+        .collect();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert_eq!(messages[0].0, "mcp_call");
+    assert_eq!(messages[0].1["name"], "fx.fail");
+    assert_eq!(messages[1].0, "mcp_call_output");
+    assert_eq!(messages[1].1["name"], "fx.fail");
+    assert!(
+        messages[1].1["output"]
+            .as_str()
+            .unwrap()
+            .contains("Error: something broke"),
+        "{:?}",
+        messages[1].1
+    );
+    assert_eq!(messages[2].0, "message");
+}
+
+#[tokio::test]
+async fn an_mcp_tool_whose_result_was_durable_is_not_called_again_after_a_crash() {
+    use crate::process::{ServerProcess, agentry, run_ok};
+
+    let model = ScriptedOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let config = dir.path().join("agentry.toml");
+    std::fs::write(
+        &config,
+        mcp_config(&model.url, &count, &dir.path().join("pid")).replace(
+            "name = \"fx.count\"\n",
+            "name = \"fx.count\"\nexpose = false\n",
+        ),
+    )
+    .unwrap();
+    let db = TestDb::new().await;
+    let command = || {
+        let mut command = agentry(db.url());
+        command.arg("--config").arg(&config);
+        command
+    };
+    let tenant = run_ok(command().args(["admin", "create-tenant", "crash", "--raw"]));
+    let token = run_ok(command().args(["admin", "issue-token", tenant.trim(), "--raw"]));
+    let token = token.trim();
+    let client = reqwest::Client::new();
+
+    let server = ServerProcess::start(command());
+    let session: Value = client
+        .post(server.url("/sessions"))
+        .bearer_auth(token)
+        .json(&json!({"agent": {"name": "gpt"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = session["sessionId"].as_str().unwrap().to_owned();
+
+    // The model counts (an internal tool: it runs at once), then never answers: the server
+    // dies there.
+    model.push(Reply::Stream(vec![
+        call("count_1", "fx_count", r#"{"label": "only once"}"#),
+        finish("tool_calls"),
+    ]));
+    model.push(Reply::Hang);
+    let response = client
+        .post(server.url(&format!("/sessions/{session}/turns")))
+        .bearer_auth(token)
+        .json(&json!({"stream": "delta", "messages": [user("count")]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = crate::sse::SseReader::new(response);
+    let turn = stream.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    loop {
+        let frame = stream.next().await.expect("the turn streams");
+        if frame.event == "tool_result" {
+            assert_eq!(frame.data["content"], "counted 1");
+            break;
+        }
+    }
+    model.wait_for_requests(2).await;
+    server.kill();
+    drop(stream);
+
+    let server = ServerProcess::start(command());
+    let get = |path: String| {
+        let request = client.get(server.url(&path)).bearer_auth(token);
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let record = get(format!("/sessions/{session}/turns/{turn}")).await;
+    assert_eq!(record["status"], "interrupted");
+    let history = get(format!("/sessions/{session}/history?type=full")).await;
+    let results: Vec<&Value> = history["history"]["full"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 1, "the tool's result is in the history once");
+    assert_eq!(results[0]["content"], "counted 1");
+
+    // The session goes on; the tool ran exactly once, the model was not asked again.
+    model.push(Reply::Stream(vec![text("Counted once."), finish("stop")]));
+    let reply: Value = client
+        .post(server.url(&format!("/sessions/{session}/turns")))
+        .bearer_auth(token)
+        .json(&json!({"messages": [user("did you count?")]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["stopReason"], "end_turn", "{reply}");
+    assert_eq!(model.requests().len(), 3);
+    let calls = std::fs::read_to_string(&count).unwrap().lines().count();
+    assert_eq!(calls, 1, "the MCP tool was called exactly once");
+}
+
+#[test]
+fn config_check_names_the_key_of_a_bad_mcp_server() {
+    use crate::process::agentry;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    for (toml, key) in [
+        ("[[mcp_servers]]\nname = \"fs\"\n", "mcp_servers[0].command"),
+        (
+            "[[mcp_servers]]\nname = \"fs\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Accept = \"x\" }\n",
+            "mcp_servers[0].headers.Accept",
+        ),
+        (
+            "[[agents]]\nname = \"a\"\nprovider = \"echo\"\n[[agents.tools]]\nname = \"nowhere.search\"\n",
+            "agents[0].tools[0].name",
+        ),
+    ] {
+        std::fs::write(&file, toml).unwrap();
+        let output = agentry("sqlite://unused.db")
+            .args(["config", "check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(key), "{key}: {stderr}");
+    }
 }
