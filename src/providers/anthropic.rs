@@ -295,6 +295,21 @@ mod tests {
     }
 
     #[test]
+    fn dotted_tool_names_travel_as_safe_names() {
+        let history = vec![HistoryMessage::Assistant {
+            content: Content::Blocks(vec![ContentBlock::ToolUse {
+                tool_call_id: "t1".into(),
+                name: "files.read".into(),
+                input: serde_json::Map::new(),
+            }]),
+        }];
+        let names = ToolNames::for_request(&[], &history);
+        let (_, messages) = to_request("", &history, &names);
+        assert_eq!(messages[0]["content"][0]["name"], "files_read");
+        assert_eq!(names.real("files_read"), "files.read");
+    }
+
+    #[test]
     fn data_images_become_base64_sources() {
         assert_eq!(
             image_block("data:image/png;base64,AAAA"),

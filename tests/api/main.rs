@@ -14,6 +14,7 @@ mod errors;
 mod isolation;
 mod lifecycle;
 mod mcp;
+mod mcp_http;
 mod meta;
 mod persistence;
 mod providers;
