@@ -822,12 +822,11 @@ impl ToolSettings {
                 ),
             ));
         }
-        if tool.len() > 128
-            || !tool
+        let plain = tool.len() <= 128
+            && tool
                 .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'))
-                && tool != "*"
-        {
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'));
+        if !plain && tool != "*" {
             return Err(ConfigError::new(
                 format!("{at}.name"),
                 "an MCP tool name is 1-128 characters of A-Z a-z 0-9 . _ - /, or `*`",

@@ -176,13 +176,14 @@ impl Agent {
     /// server's `<server>.*`.
     fn tool_settings(&self, name: &str) -> Option<&ToolSettings> {
         let tools = &self.settings.tools;
+        let mcp = split_tool_name(name);
+        if mcp.is_some_and(|(_, tool)| tool == "*") {
+            return None;
+        }
         if let Some(exact) = tools.iter().find(|t| t.name == name) {
             return Some(exact);
         }
-        let (server, tool) = split_tool_name(name)?;
-        if tool == "*" {
-            return None;
-        }
+        let (server, _) = mcp?;
         let wildcard = format!("{server}.*");
         tools.iter().find(|t| t.name == wildcard)
     }

@@ -504,6 +504,18 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
     );
 
     let (_, token) = app.new_tenant().await;
+    let wildcard = app
+        .post(
+            "/sessions",
+            &token,
+            json!({"agent": {"name": "all", "tools": [{"name": "fx.*"}]}}),
+        )
+        .await;
+    assert_eq!(
+        wildcard.status,
+        StatusCode::BAD_REQUEST,
+        "tools are enabled by name"
+    );
     let session = app
         .create_session(
             &token,

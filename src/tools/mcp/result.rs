@@ -56,3 +56,25 @@ pub fn result_text(result: &CallToolResult) -> String {
         text
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_joined_other_content_summarized_and_errors_flagged() {
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("one"),
+            ContentBlock::image("AAAA", "image/png"),
+            ContentBlock::text("two"),
+        ]);
+        assert_eq!(
+            result_text(&result),
+            "one\n[image: image/png, 3 bytes]\ntwo"
+        );
+        let failed = CallToolResult::error(vec![ContentBlock::text("no such file")]);
+        assert_eq!(result_text(&failed), "Error: no such file");
+        let empty = CallToolResult::error(Vec::new());
+        assert_eq!(result_text(&empty), "Error: the tool failed.");
+    }
+}
