@@ -1,7 +1,7 @@
 //! A small MCP server on stdio, for agentry's tests: `add` (two numbers), `echo`, `count`
 //! (a `label`; appends a line to the file named by `MCP_FIXTURE_COUNT_FILE`, so a test can
 //! tell how often it ran), `fail` (an error result), and `grow` (adds a tool `extra` and says the list
-//! changed). It writes its process id to `MCP_FIXTURE_PID_FILE` when that is set.
+//! changed), `sleep` (answers after `seconds`). It writes its process id to `MCP_FIXTURE_PID_FILE` when that is set.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +67,15 @@ impl Fixture {
                 "grow",
                 "Adds the tool `extra`.",
                 schema(json!({"type": "object", "properties": {}})),
+            ),
+            Tool::new(
+                "sleep",
+                "Answers after `seconds`.",
+                schema(json!({
+                    "type": "object",
+                    "properties": {"seconds": {"type": "number"}},
+                    "required": ["seconds"]
+                })),
             ),
         ];
         if self.grown.load(Ordering::Acquire) {
@@ -142,6 +151,14 @@ impl ServerHandler for Fixture {
                 Ok(text("grown"))
             }
             "extra" if self.grown.load(Ordering::Acquire) => Ok(text("extra!")),
+            "sleep" => {
+                let seconds = arguments
+                    .get("seconds")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0);
+                tokio::time::sleep(std::time::Duration::from_secs_f64(seconds)).await;
+                Ok(text("awake"))
+            }
             other => Err(ErrorData::invalid_params(
                 format!("no tool `{other}`"),
                 None,

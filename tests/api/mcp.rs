@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use crate::helpers::{TestApp, TestDb, captured_logs, spawn_app_on, user};
 use crate::scripted::{Reply, ScriptedOpenAi, finish, text, tool_fragment};
 
-/// The fixture server `cargo test` builds beside the test binary.
+/// The fixture server `cargo test` builds beside the test binary (`cargo test --test api`
+/// alone does not rebuild it; `cargo build --examples` does).
 pub fn fixture() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let debug = exe
@@ -500,7 +501,7 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
     assert_eq!(meta.body["agents"][1]["name"], "all");
     assert_eq!(
         listed(&meta.body),
-        ["fx.add", "fx.echo", "fx.count", "fx.grow"]
+        ["fx.add", "fx.echo", "fx.count", "fx.grow", "fx.sleep"]
     );
 
     let (_, token) = app.new_tenant().await;
@@ -551,7 +552,9 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
     let meta = app.get("/meta", &app.admin_token).await;
     assert_eq!(
         listed(&meta.body),
-        ["fx.add", "fx.echo", "fx.count", "fx.grow", "fx.extra"]
+        [
+            "fx.add", "fx.echo", "fx.count", "fx.grow", "fx.sleep", "fx.extra"
+        ]
     );
     let agent = app.state.agents.get("all").unwrap();
     assert!(agent.is_mcp_tool("fx.extra"));
@@ -758,4 +761,49 @@ fn config_check_names_the_key_of_a_bad_mcp_server() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(key), "{key}: {stderr}");
     }
+}
+
+#[tokio::test]
+async fn a_call_that_outlasts_the_servers_timeout_is_answered_with_an_error() {
+    let model = ScriptedOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = mcp_config(
+        &model.url,
+        &dir.path().join("count"),
+        &dir.path().join("pid"),
+    )
+    .replacen("timeout_seconds = 5", "timeout_seconds = 1", 1);
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    assert!(
+        app.state
+            .mcp
+            .wait_for("fx", Duration::from_secs(30), |tools| tools.is_some())
+            .await
+    );
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "all", "tools": [{"name": "fx.sleep", "trust": true}]}}),
+        )
+        .await;
+    model.push(Reply::Stream(vec![
+        call("c1", "fx_sleep", r#"{"seconds": 10}"#),
+        finish("tool_calls"),
+    ]));
+    model.push(Reply::Stream(vec![text("Too slow."), finish("stop")]));
+    let started = std::time::Instant::now();
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("sleep")]}),
+        )
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(8));
+    assert_eq!(reply.body["stopReason"], "end_turn", "{}", reply.text);
+    assert_eq!(
+        reply.body["messages"][1]["content"],
+        "Error: `fx.sleep` did not answer within 1 seconds."
+    );
 }
