@@ -17,6 +17,7 @@ use crate::crypto::{self, SecretBox};
 use crate::engine::Engine;
 use crate::http;
 use crate::store::Store;
+use crate::tools::mcp::McpRegistry;
 
 /// Instance key purposes in the store.
 const JWT_KEY: &str = "jwt";
@@ -31,6 +32,8 @@ pub struct AppState {
     pub tokens: TokenKeys,
     pub secrets: SecretBox,
     pub engine: Arc<Engine>,
+    /// The configured MCP servers; connected once the app is built to serve.
+    pub mcp: Arc<McpRegistry>,
 }
 
 impl AppState {
@@ -48,13 +51,15 @@ impl AppState {
         }
         let tokens = load_token_keys(&settings, &store).await?;
         let secrets = load_secret_box(&settings, &store).await?;
-        let agents = Agents::from_settings(&settings.agents);
+        let mcp = McpRegistry::new(&settings.mcp_servers);
+        let agents = Agents::from_settings(&settings.agents, &mcp);
         let engine = Engine::new(
             store.clone(),
             agents.clone(),
             secrets.clone(),
             settings.engine.clone(),
             settings.tools.clone(),
+            mcp.clone(),
         );
         Ok(AppState {
             settings,
@@ -63,6 +68,7 @@ impl AppState {
             tokens,
             secrets,
             engine,
+            mcp,
         })
     }
 }
@@ -140,6 +146,8 @@ impl App {
                 "interrupted turns a previous run left unfinished"
             );
         }
+        // Servers connect in the background: one that is down delays nothing.
+        state.mcp.start();
         Self::with_state(listener, state)
     }
 
@@ -207,6 +215,7 @@ impl App {
         let grace = Duration::from_secs(self.state.settings.engine.shutdown_grace_seconds);
         self.state.engine.shutdown(grace).await;
         handle.stop(true).await;
+        self.state.mcp.shutdown().await;
         let result = server
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));

@@ -95,8 +95,9 @@ pub async fn run(cli: Cli) -> i32 {
     } = cli.command
     {
         println!(
-            "configuration is valid: {} agent(s), database {}",
+            "configuration is valid: {} agent(s), {} MCP server(s), database {}",
             settings.agents.len(),
+            settings.mcp_servers.len(),
             if settings.database.url.expose().starts_with("sqlite:") {
                 "SQLite"
             } else {

@@ -9,6 +9,10 @@ use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use serde::{Deserialize, Deserializer};
 
+mod mcp;
+
+pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
+
 /// The configuration every key of which `config/default.toml` documents.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
@@ -23,6 +27,8 @@ pub struct Settings {
     pub tools: ToolsSettings,
     pub log: LogSettings,
     pub agentscope: AgentScopeSettings,
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerSettings>,
     #[serde(default)]
     pub agents: Vec<AgentSettings>,
 }
@@ -227,7 +233,8 @@ pub enum OptionKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSettings {
-    /// A built-in tool: `clock`, `calculator` or `memory`.
+    /// A built-in tool (`clock`, `calculator`, `memory`, `http_fetch`), an MCP server's tool
+    /// (`<server>.<tool>`), or all of an MCP server's tools (`<server>.*`).
     pub name: String,
     #[serde(default)]
     pub title: Option<String>,
@@ -460,12 +467,15 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Replaces `${NAME}` in agents' provider settings with environment variables, so
-    /// operator secrets stay out of configuration files.
+    /// Replaces `${NAME}` in agents' provider settings and MCP servers' settings with
+    /// environment variables, so operator secrets stay out of configuration files.
     pub fn resolve_environment(
         &mut self,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
+        for (i, server) in self.mcp_servers.iter_mut().enumerate() {
+            server.resolve_environment(&format!("mcp_servers[{i}]"), &lookup)?;
+        }
         for (i, agent) in self.agents.iter_mut().enumerate() {
             let resolve = |key: &str, value: &str| {
                 crate::agents::template::resolve_env(value, &lookup).map_err(|name| {
@@ -518,7 +528,23 @@ impl Settings {
         }
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| ConfigError::new("log.level", e.to_string()))?;
+        self.validate_mcp_servers()?;
         self.validate_agents()
+    }
+
+    fn validate_mcp_servers(&self) -> Result<(), ConfigError> {
+        let mut names = std::collections::HashSet::new();
+        for (i, server) in self.mcp_servers.iter().enumerate() {
+            let at = format!("mcp_servers[{i}]");
+            server.validate(&at)?;
+            if !names.insert(server.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("MCP server `{}` is declared twice", server.name),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn validate_agents(&self) -> Result<(), ConfigError> {
@@ -540,7 +566,7 @@ impl Settings {
                     format!("agent `{}` is declared twice", agent.name),
                 ));
             }
-            agent.validate(&at)?;
+            agent.validate(&at, &self.mcp_servers)?;
         }
         let default = &self.agentscope.default_agent;
         if !default.is_empty() && !self.agents.iter().any(|a| a.name == *default) {
@@ -621,7 +647,7 @@ impl EngineSettings {
 pub const MAX_TOKEN_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
 
 impl AgentSettings {
-    fn validate(&self, at: &str) -> Result<(), ConfigError> {
+    fn validate(&self, at: &str, mcp_servers: &[McpServerSettings]) -> Result<(), ConfigError> {
         let mut option_names = std::collections::HashSet::new();
         for (j, option) in self.options.iter().enumerate() {
             let at = format!("{at}.options[{j}]");
@@ -665,16 +691,20 @@ impl AgentSettings {
         let mut tool_names = std::collections::HashSet::new();
         for (j, tool) in self.tools.iter().enumerate() {
             let at = format!("{at}.tools[{j}]");
-            if !is_identifier(&tool.name) {
-                return Err(ConfigError::new(
-                    format!("{at}.name"),
-                    "must be 1-64 characters of A-Z a-z 0-9 . _ -",
-                ));
-            }
             if !tool_names.insert(tool.name.as_str()) {
                 return Err(ConfigError::new(
                     format!("{at}.name"),
                     format!("tool `{}` is declared twice", tool.name),
+                ));
+            }
+            if let Some((server, name)) = split_tool_name(&tool.name) {
+                tool.validate_mcp(&at, server, name, mcp_servers)?;
+                continue;
+            }
+            if !is_identifier(&tool.name) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    "must be 1-64 characters of A-Z a-z 0-9 . _ -",
                 ));
             }
             if crate::tools::Builtin::named(&tool.name).is_none() {
@@ -685,7 +715,8 @@ impl AgentSettings {
                 return Err(ConfigError::new(
                     format!("{at}.name"),
                     format!(
-                        "unknown server tool `{}`; the built-ins are {}",
+                        "unknown server tool `{}`; the built-ins are {}, and MCP tools are \
+                         named `<server>.<tool>` or `<server>.*`",
                         tool.name,
                         known.join(", ")
                     ),
@@ -772,6 +803,51 @@ impl AgentSettings {
     }
 }
 
+impl ToolSettings {
+    /// An MCP tool reference: its server is configured; a wildcard overrides nothing, and
+    /// the server's schema is the tool's.
+    fn validate_mcp(
+        &self,
+        at: &str,
+        server: &str,
+        tool: &str,
+        mcp_servers: &[McpServerSettings],
+    ) -> Result<(), ConfigError> {
+        if !mcp_servers.iter().any(|s| s.name == server) {
+            return Err(ConfigError::new(
+                format!("{at}.name"),
+                format!(
+                    "`{}` names MCP server `{server}`, which is not in [[mcp_servers]]",
+                    self.name
+                ),
+            ));
+        }
+        let plain = tool.len() <= 128
+            && tool
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'));
+        if !plain && tool != "*" {
+            return Err(ConfigError::new(
+                format!("{at}.name"),
+                "an MCP tool name is 1-128 characters of A-Z a-z 0-9 . _ - /, or `*`",
+            ));
+        }
+        if self.parameters.is_some() {
+            return Err(ConfigError::new(
+                format!("{at}.parameters"),
+                "an MCP tool's parameters are the schema its server lists",
+            ));
+        }
+        if tool == "*" && (self.title.is_some() || self.description.is_some()) {
+            return Err(ConfigError::new(
+                format!("{at}.description"),
+                "`<server>.*` stands for several tools: give titles and descriptions per tool",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Names of agents, options and tools: short, printable, URL-safe.
 pub fn is_identifier(s: &str) -> bool {
     !s.is_empty()
@@ -834,6 +910,76 @@ mod tests {
         ok.resolve_environment(|name| (name == "WHO").then(|| "world".to_owned()))
             .unwrap();
         assert_eq!(ok.agents[0].system_prompt, "Hello world");
+    }
+
+    #[test]
+    fn mcp_server_errors_name_their_key() {
+        let agent = "[[agents]]\nname = \"a\"\nprovider = \"echo\"\n";
+        let err = |toml: &str| Settings::from_toml(&format!("{toml}\n{agent}")).unwrap_err();
+        let e = err("[[mcp_servers]]\nname = \"fs\"");
+        assert_eq!(e.key, "mcp_servers[0].command");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\nurl = \"http://h/mcp\"");
+        assert_eq!(e.key, "mcp_servers[0].url");
+        let e = err("[[mcp_servers]]\nname = \"Files.1\"\ncommand = \"x\"");
+        assert_eq!(e.key, "mcp_servers[0].name");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\nurl = \"ftp://h\"");
+        assert_eq!(e.key, "mcp_servers[0].url");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\ntimeout_seconds = 0");
+        assert_eq!(e.key, "mcp_servers[0].timeout_seconds");
+        let e = err(
+            "[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\n[[mcp_servers]]\nname = \"fs\"\ncommand = \"y\"",
+        );
+        assert_eq!(e.key, "mcp_servers[1].name");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\nbogus = 1");
+        assert_eq!(e.key, "mcp_servers.0.bogus");
+        let e = err("[[mcp_servers]]\nname = \"fs\"\ncommand = \"${AGENTRY_TEST_NEVER_SET}\"");
+        assert_eq!(e.key, "mcp_servers[0].command");
+
+        let server = "[[mcp_servers]]\nname = \"fs\"\ncommand = \"x\"\n";
+        let tool = |name: &str, extra: &str| {
+            Settings::from_toml(&format!(
+                "{server}{agent}[[agents.tools]]\nname = \"{name}\"\n{extra}"
+            ))
+        };
+        assert_eq!(
+            tool("web.search", "").unwrap_err().key,
+            "agents[0].tools[0].name"
+        );
+        assert!(tool("web.search", "").unwrap_err().message.contains("web"));
+        assert_eq!(
+            tool("fs.read", "parameters = { type = \"object\" }")
+                .unwrap_err()
+                .key,
+            "agents[0].tools[0].parameters"
+        );
+        assert_eq!(
+            tool("fs.*", "description = \"x\"").unwrap_err().key,
+            "agents[0].tools[0].description"
+        );
+        assert!(tool("fs.read", "expose = false").is_ok());
+        assert!(tool("fs.*", "").is_ok());
+    }
+
+    #[test]
+    fn mcp_servers_read_the_environment() {
+        let mut settings = Settings::from_toml(
+            "[[mcp_servers]]\nname = \"gh\"\nurl = \"https://h/mcp\"\nheaders = { Authorization = \"Bearer x\" }",
+        )
+        .unwrap();
+        settings.mcp_servers[0]
+            .headers
+            .insert("Authorization".into(), Secret::new("Bearer ${GH_TOKEN}"));
+        settings
+            .resolve_environment(|name| (name == "GH_TOKEN").then(|| "t0k".to_owned()))
+            .unwrap();
+        assert_eq!(
+            settings.mcp_servers[0].headers["Authorization"].expose(),
+            "Bearer t0k"
+        );
+        assert!(
+            !format!("{settings:?}").contains("t0k"),
+            "headers are secrets"
+        );
     }
 
     #[test]

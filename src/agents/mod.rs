@@ -8,15 +8,31 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{
-    AgentSettings, HistoryType, ImageInput, OptionKind, OptionSettings, ProviderKind,
+    AgentSettings, HistoryType, ImageInput, OptionKind, OptionSettings, ProviderKind, ToolSettings,
+    split_tool_name,
 };
 use crate::model::{BodySchema, ImageSource, ToolSpec};
 use crate::tools::Builtin;
+use crate::tools::mcp::{McpRegistry, McpTool};
 
 pub use session_config::{ResolvedSessionConfig, SessionConfigRequest};
 
-fn tool_spec(settings: &crate::config::ToolSettings) -> ToolSpec {
-    let builtin = Builtin::named(&settings.name).expect("configuration names only built-ins");
+/// What runs a server tool the agent is configured with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerTool {
+    Builtin {
+        spec: ToolSpec,
+        builtin: Builtin,
+    },
+    /// A tool of an MCP server; its schema is whatever the server lists when it runs.
+    Mcp {
+        server: String,
+        tool: String,
+    },
+}
+
+fn tool_spec(settings: &ToolSettings) -> ToolSpec {
+    let builtin = Builtin::named(&settings.name).expect("a built-in's settings");
     ToolSpec {
         name: settings.name.clone(),
         title: settings.title.clone(),
@@ -38,7 +54,7 @@ pub struct Agents {
 }
 
 impl Agents {
-    pub fn from_settings(settings: &[AgentSettings]) -> Self {
+    pub fn from_settings(settings: &[AgentSettings], mcp: &Arc<McpRegistry>) -> Self {
         Self {
             agents: settings
                 .iter()
@@ -53,6 +69,7 @@ impl Agents {
                         input_schema: compile(&s.input_schema),
                         output_schema: compile(&s.output_schema),
                         settings: s.clone(),
+                        mcp: mcp.clone(),
                     })
                 })
                 .collect(),
@@ -74,6 +91,7 @@ pub struct Agent {
     settings: AgentSettings,
     input_schema: BodySchema,
     output_schema: BodySchema,
+    mcp: Arc<McpRegistry>,
 }
 
 impl Agent {
@@ -119,45 +137,108 @@ impl Agent {
         )
     }
 
-    /// Server tools a client may enable for a session.
-    pub fn exposed_tools(&self) -> impl Iterator<Item = ToolSpec> + '_ {
-        self.settings
-            .tools
-            .iter()
-            .filter(|t| t.expose)
-            .map(tool_spec)
+    /// Server tools a client may enable for a session: built-ins, and the tools of
+    /// connected MCP servers.
+    pub fn exposed_tools(&self) -> impl Iterator<Item = ToolSpec> + use<> {
+        self.server_tools(true).into_iter()
     }
 
     /// Internal server tools: always on and trusted.
-    pub fn internal_tools(&self) -> impl Iterator<Item = ToolSpec> + '_ {
-        self.settings
-            .tools
-            .iter()
-            .filter(|t| !t.expose)
-            .map(tool_spec)
+    pub fn internal_tools(&self) -> impl Iterator<Item = ToolSpec> + use<> {
+        self.server_tools(false).into_iter()
     }
 
-    /// A server tool's declaration (the built-in's, with the configuration's overrides).
-    pub fn server_tool(&self, name: &str) -> Option<(ToolSpec, Builtin, bool)> {
-        let settings = self.settings.tools.iter().find(|t| t.name == name)?;
-        let builtin = Builtin::named(name)?;
-        Some((tool_spec(settings), builtin, settings.expose))
+    /// The configured server tools that exist now, in configuration order; an MCP server's
+    /// tools are absent while it is down.
+    fn server_tools(&self, exposed: bool) -> Vec<ToolSpec> {
+        let mut specs = Vec::new();
+        for settings in self.settings.tools.iter().filter(|t| t.expose == exposed) {
+            let Some((server, tool)) = split_tool_name(&settings.name) else {
+                specs.push(tool_spec(settings));
+                continue;
+            };
+            let listed = self.mcp.tools(server);
+            if tool == "*" {
+                for found in listed.iter() {
+                    let name = format!("{server}.{}", found.name);
+                    if !self.settings.tools.iter().any(|t| t.name == name) {
+                        specs.push(mcp_spec(name, found, None));
+                    }
+                }
+            } else if let Some(found) = listed.iter().find(|t| t.name == tool) {
+                specs.push(mcp_spec(settings.name.clone(), found, Some(settings)));
+            }
+        }
+        specs
+    }
+
+    /// The configuration entry a server tool's name falls under: its own, or its MCP
+    /// server's `<server>.*`.
+    fn tool_settings(&self, name: &str) -> Option<&ToolSettings> {
+        let tools = &self.settings.tools;
+        let mcp = split_tool_name(name);
+        if mcp.is_some_and(|(_, tool)| tool == "*") {
+            return None;
+        }
+        if let Some(exact) = tools.iter().find(|t| t.name == name) {
+            return Some(exact);
+        }
+        let (server, _) = mcp?;
+        let wildcard = format!("{server}.*");
+        tools.iter().find(|t| t.name == wildcard)
+    }
+
+    /// A server tool as configured, and whether it is exposed (or internal). An MCP tool is
+    /// known by its configuration, whether or not its server is up.
+    pub fn server_tool(&self, name: &str) -> Option<(ServerTool, bool)> {
+        let settings = self.tool_settings(name)?;
+        let tool = match split_tool_name(name) {
+            Some((server, tool)) => ServerTool::Mcp {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+            },
+            None => ServerTool::Builtin {
+                spec: tool_spec(settings),
+                builtin: Builtin::named(name)?,
+            },
+        };
+        Some((tool, settings.expose))
     }
 
     /// Whether the tool comes from an MCP server.
-    pub fn is_mcp_tool(&self, _name: &str) -> bool {
-        false
+    pub fn is_mcp_tool(&self, name: &str) -> bool {
+        matches!(self.server_tool(name), Some((ServerTool::Mcp { .. }, _)))
     }
 
-    pub fn has_server_tool(&self, name: &str) -> bool {
-        self.settings.tools.iter().any(|t| t.name == name)
-    }
-
-    pub fn is_exposed_tool(&self, name: &str) -> bool {
+    /// The agent's MCP tool entries as configured (`<server>.<tool>` or `<server>.*`).
+    pub fn mcp_tool_patterns(&self) -> Vec<String> {
         self.settings
             .tools
             .iter()
-            .any(|t| t.name == name && t.expose)
+            .filter(|t| split_tool_name(&t.name).is_some())
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    pub fn has_server_tool(&self, name: &str) -> bool {
+        self.tool_settings(name).is_some()
+    }
+
+    /// Whether a client may enable the tool: exposed, and either named in the configuration
+    /// or listed now by its MCP server.
+    pub fn is_exposed_tool(&self, name: &str) -> bool {
+        let Some(settings) = self.tool_settings(name) else {
+            return false;
+        };
+        if !settings.expose {
+            return false;
+        }
+        match split_tool_name(name) {
+            Some((server, tool)) if settings.name != name => {
+                self.mcp.tools(server).iter().any(|t| t.name == tool)
+            }
+            _ => true,
+        }
     }
 
     /// Every declared option at its default value, secret ones included.
@@ -167,5 +248,20 @@ impl Agent {
             .iter()
             .map(|o| (o.name.clone(), (o.kind, o.default.expose().to_owned())))
             .collect()
+    }
+}
+
+/// An MCP tool as a server tool of the agent: the server's schema, the configuration's
+/// title and description when it gives them.
+fn mcp_spec(name: String, tool: &McpTool, settings: Option<&ToolSettings>) -> ToolSpec {
+    ToolSpec {
+        name,
+        title: settings
+            .and_then(|s| s.title.clone())
+            .or_else(|| tool.title.clone()),
+        description: settings
+            .and_then(|s| s.description.clone())
+            .unwrap_or_else(|| tool.description.clone()),
+        parameters: tool.input_schema.clone(),
     }
 }

@@ -11,8 +11,8 @@ use super::error::EngineError;
 use super::runner::{Engine, Permission, TurnControl};
 use super::sessions::open_secret_options;
 use super::writer::{Append, Receipt};
-use crate::agents::Agent;
 use crate::agents::template::render_options;
+use crate::agents::{Agent, ServerTool};
 use crate::model::ToolSpec;
 use crate::model::{
     Content, EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage,
@@ -143,7 +143,7 @@ fn resolve(agent: &Agent, session: &Session, name: &str) -> Resolution {
         return Resolution::Client;
     }
     match agent.server_tool(name) {
-        Some((_, _, false)) => Resolution::RunNow,
+        Some((_, false)) => Resolution::RunNow,
         Some(_) => match session.server_tools.iter().find(|t| t.name == name) {
             Some(enabled) if enabled.trust => Resolution::RunNow,
             Some(_) => Resolution::NeedsPermission,
@@ -162,20 +162,25 @@ async fn run_server_tool(
     name: &str,
     input: &serde_json::Map<String, serde_json::Value>,
 ) -> String {
-    let Some((spec, builtin, _)) = agent.server_tool(name) else {
+    let Some((tool, _)) = agent.server_tool(name) else {
         return format!("Error: there is no tool named `{name}`.");
     };
-    if let Err(problem) = tools::validate_arguments(&spec.parameters, input) {
-        return format!("Error: invalid arguments: {problem}");
+    match tool {
+        ServerTool::Builtin { spec, builtin } => {
+            if let Err(problem) = tools::validate_arguments(&spec.parameters, input) {
+                return format!("Error: invalid arguments: {problem}");
+            }
+            tools::run(
+                builtin,
+                input,
+                &engine.store,
+                &turn.tenant_id,
+                &engine.tools,
+            )
+            .await
+        }
+        ServerTool::Mcp { server, tool } => engine.mcp.run(&server, &tool, input).await,
     }
-    tools::run(
-        builtin,
-        input,
-        &engine.store,
-        &turn.tenant_id,
-        &engine.tools,
-    )
-    .await
 }
 
 /// A tool's result: an event, and a tool message in the history.
@@ -201,6 +206,8 @@ struct Step {
     calls: Vec<Call>,
     /// The message's body as parts, for the agent's output schema.
     reply: Vec<crate::model::Part>,
+    /// Input tokens the provider reported for this call (0: none reported).
+    input_tokens: u64,
 }
 
 /// The agent loop: call the model, resolve its tool calls, call it again, until it answers
@@ -253,16 +260,25 @@ async fn run_steps(
         usage: Usage::default(),
     };
     let max_steps = agent.settings().max_steps;
+    let budgeted = agent.settings().history.budget_tokens > 0;
+    let mut token_ratio = if budgeted {
+        engine
+            .store
+            .get_token_ratio(&turn.tenant_id, &turn.session_id)
+            .await?
+    } else {
+        None
+    };
     for _ in 0..max_steps {
-        let (messages, compaction) = compaction::history_for_model(
-            &engine.store,
-            turn,
-            agent,
-            provider.as_ref(),
-            &system_prompt,
-            &options,
-        )
-        .await?;
+        let input = compaction::ModelInput {
+            system_prompt: &system_prompt,
+            tools: &tools,
+            options: &options,
+            token_ratio: token_ratio.unwrap_or(1.0),
+        };
+        let (messages, compaction) =
+            compaction::history_for_model(&engine.store, turn, agent, provider.as_ref(), &input)
+                .await?;
         if let Some(event) = compaction {
             log.emit(vec![event], Vec::new()).await;
             log.sync().await?;
@@ -271,6 +287,7 @@ async fn run_steps(
             outcome.stop_reason = StopReason::MaxTokens;
             return Ok(outcome);
         };
+        let estimated = providers::estimate_tokens(&system_prompt, &messages, &tools);
         let stream = provider.stream(ModelRequest {
             system_prompt: system_prompt.clone(),
             messages,
@@ -278,6 +295,16 @@ async fn run_steps(
             tools: tools.clone(),
         });
         let step = stream_message(stream, control, log, &mut outcome.usage).await?;
+        if budgeted
+            && let Some(ratio) =
+                compaction::updated_token_ratio(token_ratio, step.input_tokens, estimated)
+        {
+            token_ratio = Some(ratio);
+            engine
+                .store
+                .update_token_ratio(&turn.tenant_id, &turn.session_id, ratio)
+                .await?;
+        }
         outcome.stop_reason = step.stop_reason;
         if step.error.is_some() {
             outcome.error = step.error;
@@ -350,6 +377,7 @@ async fn stream_message(
         error: None,
         calls: Vec::new(),
         reply: Vec::new(),
+        input_tokens: 0,
     };
     let mut step_usage = (0, 0);
     loop {
@@ -408,6 +436,7 @@ async fn stream_message(
     }
     usage.input_tokens += step_usage.0;
     usage.output_tokens += step_usage.1;
+    step.input_tokens = step_usage.0;
     step.reply = Content::Blocks(message.blocks().to_vec()).to_parts();
     let history = if message.blocks().is_empty() {
         Vec::new()

@@ -1,15 +1,52 @@
 //! Keeping what the model is fed within the agent's budget: the full history stays exact;
 //! the compacted one is rewritten by the agent's strategy, never between a tool call and
-//! its result, and each rewrite is recorded as a `compaction` event.
+//! its result, and each rewrite is recorded as a `compaction` event. Tokens are estimated
+//! from text length, corrected by the session's ratio of reported to estimated tokens.
 
 use futures_util::StreamExt;
 
 use super::error::EngineError;
 use crate::agents::Agent;
 use crate::config::{CompactionStrategy, HistoryType};
-use crate::model::{Content, ContentBlock, EventData, HistoryMessage, Turn};
+use crate::model::{Content, ContentBlock, EventData, HistoryMessage, ToolSpec, Turn};
 use crate::providers::{ModelEvent, ModelRequest, Provider, estimate_tokens};
 use crate::store::Store;
+
+/// The bounds of a session's correction ratio: a few odd reports cannot make the estimate
+/// absurd.
+pub const MIN_TOKEN_RATIO: f64 = 0.25;
+pub const MAX_TOKEN_RATIO: f64 = 10.0;
+
+/// The session's ratio after the provider reported `reported` input tokens for a request
+/// estimated at `estimated`: the mean of the old ratio and the new observation, bounded.
+/// `None` when the report says nothing.
+pub fn updated_token_ratio(previous: Option<f64>, reported: u64, estimated: u64) -> Option<f64> {
+    if reported == 0 || estimated == 0 {
+        return None;
+    }
+    let observed = (reported as f64 / estimated as f64).clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO);
+    Some(match previous {
+        None => observed,
+        Some(previous) => ((previous + observed) / 2.0).clamp(MIN_TOKEN_RATIO, MAX_TOKEN_RATIO),
+    })
+}
+
+/// What the model is fed, what it is told about, and how estimates are corrected.
+pub struct ModelInput<'a> {
+    pub system_prompt: &'a str,
+    pub tools: &'a [ToolSpec],
+    pub options: &'a std::collections::BTreeMap<String, String>,
+    /// Reported tokens per estimated token (1 until the provider has reported).
+    pub token_ratio: f64,
+}
+
+impl ModelInput<'_> {
+    /// The corrected estimate of a request with these messages.
+    pub fn tokens(&self, messages: &[HistoryMessage]) -> u64 {
+        let raw = estimate_tokens(self.system_prompt, messages, self.tools);
+        (raw as f64 * self.token_ratio).ceil() as u64
+    }
+}
 
 /// The history to feed the model, compacted first if it is over budget. `Ok(None)` when it
 /// still does not fit. The event to record comes with it.
@@ -18,9 +55,9 @@ pub async fn history_for_model(
     turn: &Turn,
     agent: &Agent,
     provider: &dyn Provider,
-    system_prompt: &str,
-    options: &std::collections::BTreeMap<String, String>,
+    input: &ModelInput<'_>,
 ) -> Result<(Option<Vec<HistoryMessage>>, Option<EventData>), EngineError> {
+    let options = input.options;
     let settings = &agent.settings().history;
     if settings.budget_tokens == 0 {
         let messages = store
@@ -34,7 +71,7 @@ pub async fn history_for_model(
     let mut messages = view.overlay.clone();
     messages.extend(view.tail.iter().map(|(_, m)| m.clone()));
     let budget = settings.budget_tokens;
-    let before = estimate_tokens(system_prompt, &messages);
+    let before = input.tokens(&messages);
     if before <= budget {
         return Ok((Some(messages), None));
     }
@@ -84,7 +121,7 @@ pub async fn history_for_model(
         .await?;
     let mut messages = overlay;
     messages.extend(kept.iter().map(|(_, m)| m.clone()));
-    let after = estimate_tokens(system_prompt, &messages);
+    let after = input.tokens(&messages);
     let event = EventData::Compaction {
         strategy: settings.strategy,
         tokens_before: before,
@@ -161,6 +198,18 @@ mod tests {
         HistoryMessage::Assistant {
             content: Content::Text("a".into()),
         }
+    }
+
+    #[test]
+    fn the_token_ratio_follows_reports_within_bounds() {
+        assert_eq!(updated_token_ratio(None, 0, 100), None, "no report");
+        assert_eq!(updated_token_ratio(None, 200, 100), Some(2.0));
+        assert_eq!(updated_token_ratio(Some(2.0), 400, 100), Some(3.0));
+        assert_eq!(
+            updated_token_ratio(None, 100_000, 10),
+            Some(MAX_TOKEN_RATIO)
+        );
+        assert_eq!(updated_token_ratio(None, 1, 1000), Some(MIN_TOKEN_RATIO));
     }
 
     #[test]

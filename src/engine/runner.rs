@@ -108,6 +108,7 @@ pub struct Engine {
     pub(super) writer: EventWriter,
     pub(super) http: reqwest::Client,
     pub(super) tools: crate::config::ToolsSettings,
+    pub(super) mcp: Arc<crate::tools::mcp::McpRegistry>,
     fanout: Arc<Fanout>,
     settings: EngineSettings,
     tracker: TaskTracker,
@@ -127,6 +128,7 @@ impl Engine {
         secrets: SecretBox,
         settings: EngineSettings,
         tools: crate::config::ToolsSettings,
+        mcp: Arc<crate::tools::mcp::McpRegistry>,
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer));
         let writer = EventWriter::start(store.clone(), fanout.clone(), settings.max_batch_events);
@@ -137,6 +139,7 @@ impl Engine {
             writer,
             http: crate::providers::http_client(),
             tools,
+            mcp,
             fanout,
             global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
             settings,

@@ -8,6 +8,7 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::http::{next_data, send_with_retries, summarize};
+use super::tool_names::ToolNames;
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
 use crate::config::AgentSettings;
@@ -45,7 +46,7 @@ fn image_block(url: &str) -> Value {
     }
 }
 
-fn blocks(content: &Content) -> Vec<Value> {
+fn blocks(content: &Content, names: &ToolNames) -> Vec<Value> {
     match content {
         Content::Text(text) => vec![json!({"type": "text", "text": text})],
         Content::Blocks(blocks) => blocks
@@ -59,7 +60,7 @@ fn blocks(content: &Content) -> Vec<Value> {
                     name,
                     input,
                 } => Some(
-                    json!({"type": "tool_use", "id": tool_call_id, "name": name, "input": input}),
+                    json!({"type": "tool_use", "id": tool_call_id, "name": names.wire(name), "input": input}),
                 ),
                 // Thinking goes back only with the signature this API issued; none is kept.
                 ContentBlock::Thinking { .. } => None,
@@ -70,7 +71,11 @@ fn blocks(content: &Content) -> Vec<Value> {
 
 /// The system prompt (with any system messages) and the alternating user/assistant turns
 /// this API wants: tool results travel in user messages; neighbours of one role merge.
-fn to_request(system_prompt: &str, history: &[HistoryMessage]) -> (String, Vec<Value>) {
+fn to_request(
+    system_prompt: &str,
+    history: &[HistoryMessage],
+    names: &ToolNames,
+) -> (String, Vec<Value>) {
     let mut system = system_prompt.to_owned();
     let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
     for message in history {
@@ -82,15 +87,15 @@ fn to_request(system_prompt: &str, history: &[HistoryMessage]) -> (String, Vec<V
                 system.push_str(content);
                 continue;
             }
-            HistoryMessage::User { content } => ("user", blocks(content)),
-            HistoryMessage::Assistant { content } => ("assistant", blocks(content)),
+            HistoryMessage::User { content } => ("user", blocks(content, names)),
+            HistoryMessage::Assistant { content } => ("assistant", blocks(content, names)),
             HistoryMessage::Tool {
                 tool_call_id,
                 content,
             } => (
                 "user",
                 vec![
-                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": blocks(content)}),
+                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": blocks(content, names)}),
                 ],
             ),
         };
@@ -126,7 +131,8 @@ impl Provider for AnthropicProvider {
         let base_url = render_options(&self.settings.base_url, &request.options);
         let url = format!("{}/messages", base_url.trim_end_matches('/'));
         let key = render_options(self.settings.api_key.expose(), &request.options);
-        let (system, messages) = to_request(&request.system_prompt, &request.messages);
+        let names = ToolNames::for_request(&request.tools, &request.messages);
+        let (system, messages) = to_request(&request.system_prompt, &request.messages, &names);
         let mut body = json!({
             "model": render_options(&self.settings.model, &request.options),
             "max_tokens": self.settings.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
@@ -140,7 +146,7 @@ impl Provider for AnthropicProvider {
             body["tools"] = request
                 .tools
                 .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .map(|t| json!({"name": names.wire(&t.name), "description": t.description, "input_schema": t.parameters}))
                 .collect();
         }
         let http = self.http.clone();
@@ -225,7 +231,7 @@ impl Provider for AnthropicProvider {
             }
             for (_, id, name, arguments) in tools {
                 let input = parse_arguments(arguments);
-                yield ModelEvent::ToolCall { id, name, input };
+                yield ModelEvent::ToolCall { id, name: names.real(&name), input };
             }
             match stop {
                 Some(reason) => yield ModelEvent::Stop(reason),
@@ -275,7 +281,7 @@ mod tests {
                 content: Content::Text("noon".into()),
             },
         ];
-        let (system, messages) = to_request("Answer briefly.", &history);
+        let (system, messages) = to_request("Answer briefly.", &history, &ToolNames::default());
         assert_eq!(system, "Answer briefly.\n\nBe kind.");
         assert_eq!(messages.len(), 3);
         assert_eq!(messages[1]["role"], "assistant");
@@ -286,6 +292,21 @@ mod tests {
         );
         assert_eq!(messages[2]["role"], "user");
         assert_eq!(messages[2]["content"][1]["tool_use_id"], "t2");
+    }
+
+    #[test]
+    fn dotted_tool_names_travel_as_safe_names() {
+        let history = vec![HistoryMessage::Assistant {
+            content: Content::Blocks(vec![ContentBlock::ToolUse {
+                tool_call_id: "t1".into(),
+                name: "files.read".into(),
+                input: serde_json::Map::new(),
+            }]),
+        }];
+        let names = ToolNames::for_request(&[], &history);
+        let (_, messages) = to_request("", &history, &names);
+        assert_eq!(messages[0]["content"][0]["name"], "files_read");
+        assert_eq!(names.real("files_read"), "files.read");
     }
 
     #[test]

@@ -78,7 +78,8 @@ impl Provider for EchoProvider {
             &request.messages,
             request.options.get("style").map(String::as_str),
         );
-        let input_tokens = super::estimate_tokens(&request.system_prompt, &request.messages);
+        let input_tokens =
+            super::estimate_tokens(&request.system_prompt, &request.messages, &request.tools);
         let mut events = Vec::new();
         if self.thinking {
             let thought = format!(

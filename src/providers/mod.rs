@@ -4,6 +4,7 @@ mod anthropic;
 mod echo;
 mod http;
 mod openai;
+pub mod tool_names;
 
 use std::collections::BTreeMap;
 
@@ -68,13 +69,22 @@ pub fn for_agent(settings: &AgentSettings, http: &reqwest::Client) -> Box<dyn Pr
     }
 }
 
-/// Tokens estimated from text length (about four characters a token): what the model
-/// is fed when no provider count is at hand.
-pub fn estimate_tokens(system_prompt: &str, messages: &[HistoryMessage]) -> u64 {
+/// Tokens estimated from text length (about four characters a token): the system prompt,
+/// the messages and the tool declarations the model is fed, before any correction by what
+/// the provider reports.
+pub fn estimate_tokens(
+    system_prompt: &str,
+    messages: &[HistoryMessage],
+    tools: &[ToolSpec],
+) -> u64 {
     let chars: usize = messages
         .iter()
         .map(|m| serde_json::to_string(m).map_or(0, |s| s.len()))
         .sum::<usize>()
+        + tools
+            .iter()
+            .map(|t| serde_json::to_string(t).map_or(0, |s| s.len()))
+            .sum::<usize>()
         + system_prompt.len();
     chars.div_ceil(4) as u64
 }

@@ -9,6 +9,7 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::http::{next_data, send_with_retries, summarize};
+use super::tool_names::ToolNames;
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
 use crate::config::AgentSettings;
@@ -28,8 +29,8 @@ impl OpenAiProvider {
     }
 }
 
-/// The conversation as Chat Completions messages.
-fn to_messages(system_prompt: &str, history: &[HistoryMessage]) -> Vec<Value> {
+/// The conversation as Chat Completions messages (tool names as sent).
+fn to_messages(system_prompt: &str, history: &[HistoryMessage], names: &ToolNames) -> Vec<Value> {
     let mut messages = Vec::with_capacity(history.len() + 1);
     if !system_prompt.is_empty() {
         messages.push(json!({"role": "system", "content": system_prompt}));
@@ -38,7 +39,7 @@ fn to_messages(system_prompt: &str, history: &[HistoryMessage]) -> Vec<Value> {
         messages.push(match message {
             HistoryMessage::System { content } => json!({"role": "system", "content": content}),
             HistoryMessage::User { content } => json!({"role": "user", "content": user_content(content)}),
-            HistoryMessage::Assistant { content } => assistant_message(content),
+            HistoryMessage::Assistant { content } => assistant_message(content, names),
             HistoryMessage::Tool {
                 tool_call_id,
                 content,
@@ -84,7 +85,7 @@ fn plain_text(content: &Content) -> String {
 }
 
 /// Thinking is not sent back: these APIs take no reasoning in their input.
-fn assistant_message(content: &Content) -> Value {
+fn assistant_message(content: &Content, names: &ToolNames) -> Value {
     let text = plain_text(content);
     let tool_calls: Vec<Value> = content
         .blocks()
@@ -97,7 +98,7 @@ fn assistant_message(content: &Content) -> Value {
             } => Some(json!({
                 "id": tool_call_id,
                 "type": "function",
-                "function": {"name": name, "arguments": Value::Object(input.clone()).to_string()}
+                "function": {"name": names.wire(name), "arguments": Value::Object(input.clone()).to_string()}
             })),
             _ => None,
         })
@@ -179,9 +180,10 @@ impl Provider for OpenAiProvider {
         let base_url = render_options(&self.settings.base_url, &request.options);
         let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
         let key = render_options(self.settings.api_key.expose(), &request.options);
+        let names = ToolNames::for_request(&request.tools, &request.messages);
         let mut body = json!({
             "model": render_options(&self.settings.model, &request.options),
-            "messages": to_messages(&request.system_prompt, &request.messages),
+            "messages": to_messages(&request.system_prompt, &request.messages, &names),
             "stream": true,
             "stream_options": {"include_usage": true},
         });
@@ -194,7 +196,7 @@ impl Provider for OpenAiProvider {
                 .iter()
                 .map(|tool| {
                     json!({"type": "function", "function": {
-                        "name": tool.name,
+                        "name": names.wire(&tool.name),
                         "description": tool.description,
                         "parameters": tool.parameters,
                     }})
@@ -253,7 +255,12 @@ impl Provider for OpenAiProvider {
                 }
             }
             for call in calls.finish() {
-                yield call;
+                yield match call {
+                    ModelEvent::ToolCall { id, name, input } => {
+                        ModelEvent::ToolCall { id, name: names.real(&name), input }
+                    }
+                    other => other,
+                };
             }
             match stop {
                 Some(reason) => yield ModelEvent::Stop(reason),
@@ -293,7 +300,7 @@ mod tests {
             },
         ];
         assert_eq!(
-            to_messages("Be brief.", &history),
+            to_messages("Be brief.", &history, &ToolNames::default()),
             vec![
                 json!({"role": "system", "content": "Be brief."}),
                 json!({"role": "user", "content": [

@@ -87,4 +87,38 @@ impl Store {
         })?;
         Ok(())
     }
+
+    /// Provider-reported input tokens per estimated token for the session, once known.
+    pub async fn get_token_ratio(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Option<f64>, StoreError> {
+        let ratio: Option<Option<f64>> = with_db!(self, |pool| {
+            sqlx::query_scalar("SELECT token_ratio FROM sessions WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(session)
+                .fetch_optional(pool)
+                .await
+        })?;
+        Ok(ratio.flatten())
+    }
+
+    pub async fn update_token_ratio(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        ratio: f64,
+    ) -> Result<(), StoreError> {
+        with_writer!(self, |pool| {
+            sqlx::query("UPDATE sessions SET token_ratio = $3 WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(session)
+                .bind(ratio)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
 }

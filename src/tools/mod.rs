@@ -3,6 +3,7 @@
 
 mod calculator;
 mod fetch;
+pub mod mcp;
 
 use serde_json::{Map, Value, json};
 

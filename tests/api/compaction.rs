@@ -210,3 +210,63 @@ async fn summarize_replaces_the_older_part_with_the_models_summary() {
     assert_eq!(history(&app, &token, &session, "full").await.len(), 8);
     assert_eq!(compactions(&app, &tenant, &session).await.len(), 1);
 }
+
+#[tokio::test]
+async fn the_budget_is_corrected_by_the_input_tokens_the_provider_reports() {
+    use crate::scripted::usage;
+
+    let server = ScriptedOpenAi::start().await;
+    let config = String::from("[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\nmodel = \"m\"\n")
+        + "base_url = \""
+        + &server.url
+        + "\"\n[agents.history]\nstrategy = \"window\"\nbudget_tokens = 400\nkeep_last = 1\n";
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    let (tenant, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "gpt"}}))
+        .await;
+    let path = format!("/sessions/{session}/turns");
+
+    // About 160 estimated tokens, which the provider counts as far more.
+    let long = "word ".repeat(120);
+    server.push(Reply::Stream(vec![
+        text("ok"),
+        finish("stop"),
+        usage(100_000, 1),
+    ]));
+    let reply = app
+        .post(&path, &token, json!({"messages": [user(&long)]}))
+        .await;
+    assert_eq!(reply.body["stopReason"], "end_turn", "{}", reply.text);
+    assert!(compactions(&app, &tenant, &session).await.is_empty());
+    let ratio = app
+        .state
+        .store
+        .get_token_ratio(&tenant.parse().unwrap(), &session.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(ratio, Some(10.0), "bounded at 10");
+
+    // By length alone the history still fits (about 180 of 400); corrected it does not, so
+    // the window drops the long message before the model sees it.
+    server.push(Reply::Stream(vec![text("short"), finish("stop")]));
+    let reply = app
+        .post(&path, &token, json!({"messages": [user("and now?")]}))
+        .await;
+    assert_eq!(reply.body["stopReason"], "end_turn", "{}", reply.text);
+    let sent = server.requests()[1].body["messages"].clone();
+    assert_eq!(sent, json!([{"role": "user", "content": "and now?"}]));
+    let events = compactions(&app, &tenant, &session).await;
+    assert_eq!(events.len(), 1);
+    let agentry::model::EventData::Compaction {
+        tokens_before,
+        tokens_after,
+        ..
+    } = &events[0]
+    else {
+        unreachable!()
+    };
+    assert!(*tokens_before > 400, "{tokens_before}");
+    assert!(*tokens_after <= 400, "{tokens_after}");
+    assert_eq!(history(&app, &token, &session, "full").await.len(), 4);
+}

@@ -13,6 +13,8 @@ mod deployment;
 mod errors;
 mod isolation;
 mod lifecycle;
+mod mcp;
+mod mcp_http;
 mod meta;
 mod persistence;
 mod providers;

@@ -338,14 +338,7 @@ fn identity_of(state: &AppState, session: &Session, turn: &Turn) -> ResponseIden
     let mcp_tools = state
         .agents
         .get(&session.agent)
-        .map(|agent| {
-            agent
-                .exposed_tools()
-                .chain(agent.internal_tools())
-                .filter(|tool| agent.is_mcp_tool(&tool.name))
-                .map(|tool| tool.name)
-                .collect()
-        })
+        .map(|agent| agent.mcp_tool_patterns())
         .unwrap_or_default();
     ResponseIdentity {
         id,

@@ -22,8 +22,20 @@ pub struct ResponseIdentity {
     pub created_at: i64,
     /// Distinguishes message ids between turns.
     pub turn_key: String,
-    /// Tool names that come from MCP servers (`mcp_call` rather than `plugin_call`).
+    /// The agent's MCP tools (`mcp_call` rather than `plugin_call`): names, or
+    /// `<server>.*` for all of a server's.
     pub mcp_tools: Vec<String>,
+}
+
+impl ResponseIdentity {
+    fn is_mcp_tool(&self, name: &str) -> bool {
+        self.mcp_tools
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => name.len() > prefix.len() && name.starts_with(prefix),
+                None => pattern == name,
+            })
+    }
 }
 
 /// A text or reasoning message being streamed.
@@ -77,7 +89,7 @@ impl AgentScopeRenderer {
             } => {
                 self.close(&mut frames);
                 self.call_names.insert(tool_call_id.clone(), name.clone());
-                let mcp = self.identity.mcp_tools.iter().any(|t| t == name);
+                let mcp = self.identity.is_mcp_tool(name);
                 let kind = if mcp { "mcp_call" } else { "plugin_call" };
                 let arguments = serde_json::Value::Object(input.clone()).to_string();
                 let data = |arguments: &str| json!({"call_id": tool_call_id, "name": name, "arguments": arguments});
@@ -93,7 +105,7 @@ impl AgentScopeRenderer {
                     .get(tool_call_id)
                     .cloned()
                     .unwrap_or_default();
-                let mcp = self.identity.mcp_tools.contains(&name);
+                let mcp = self.identity.is_mcp_tool(&name);
                 let kind = if mcp {
                     "mcp_call_output"
                 } else {
