@@ -1,6 +1,7 @@
 //! The HTTP surface: every route is listed here; handlers live beside their face.
 
 mod aap;
+mod acp;
 mod admin;
 mod agentscope;
 mod body;
@@ -119,6 +120,27 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         .get(agentscope::process::session_messages),
                 )
                 .service(web::resource("/health").get(agentscope::process::health)),
+        )
+        // ACP (BeeAI Agent Communication Protocol)
+        .service(
+            web::scope("/acp")
+                .service(web::resource("/ping").get(acp::agents::ping))
+                .service(web::resource("/agents").get(acp::agents::list_agents))
+                .service(web::resource("/agents/{name}").get(acp::agents::get_agent))
+                .service(web::resource("/runs").post(acp::runs::create_run))
+                .service(
+                    web::resource("/runs/{run_id}")
+                        .get(acp::runs::get_run)
+                        .post(acp::runs::resume_run),
+                )
+                .service(web::resource("/runs/{run_id}/cancel").post(acp::runs::cancel_run))
+                .service(web::resource("/runs/{run_id}/events").get(acp::runs::run_events))
+                .service(web::resource("/sessions/{session_id}").get(acp::sessions::get_session))
+                .service(
+                    web::resource("/sessions/{session_id}/history/{position}")
+                        .get(acp::sessions::get_history_message),
+                )
+                .default_service(web::to(acp::not_found)),
         )
         .default_service(web::to(not_found));
 }

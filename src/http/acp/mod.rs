@@ -1,0 +1,19 @@
+//! The ACP face (BeeAI Agent Communication Protocol), served under `/acp`: agents as
+//! manifests, runs as chains of engine turns, sessions as agentry sessions, errors as
+//! `{code, message, data}`.
+
+pub mod agents;
+mod convert;
+mod error;
+mod render;
+mod replay;
+pub mod runs;
+pub mod sessions;
+mod wire;
+
+pub use error::AcpError;
+
+/// Routes under `/acp` that do not exist: the ACP error body.
+pub async fn not_found() -> Result<actix_web::HttpResponse, AcpError> {
+    Err(AcpError::not_found("route"))
+}
