@@ -124,25 +124,30 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         // ACP (BeeAI Agent Communication Protocol)
         .service(
             web::scope("/acp")
-                .service(web::resource("/ping").get(acp::agents::ping))
-                .service(web::resource("/agents").get(acp::agents::list_agents))
-                .service(web::resource("/agents/{name}").get(acp::agents::get_agent))
-                .service(web::resource("/runs").post(acp::runs::create_run))
+                .service(acp_resource("/ping").get(acp::agents::ping))
+                .service(acp_resource("/agents").get(acp::agents::list_agents))
+                .service(acp_resource("/agents/{name}").get(acp::agents::get_agent))
+                .service(acp_resource("/runs").post(acp::runs::create_run))
                 .service(
-                    web::resource("/runs/{run_id}")
+                    acp_resource("/runs/{run_id}")
                         .get(acp::runs::get_run)
                         .post(acp::runs::resume_run),
                 )
-                .service(web::resource("/runs/{run_id}/cancel").post(acp::runs::cancel_run))
-                .service(web::resource("/runs/{run_id}/events").get(acp::runs::run_events))
-                .service(web::resource("/sessions/{session_id}").get(acp::sessions::get_session))
+                .service(acp_resource("/runs/{run_id}/cancel").post(acp::runs::cancel_run))
+                .service(acp_resource("/runs/{run_id}/events").get(acp::runs::run_events))
+                .service(acp_resource("/sessions/{session_id}").get(acp::sessions::get_session))
                 .service(
-                    web::resource("/sessions/{session_id}/history/{position}")
+                    acp_resource("/sessions/{session_id}/history/{position}")
                         .get(acp::sessions::get_history_message),
                 )
                 .default_service(web::to(acp::not_found)),
         )
         .default_service(web::to(not_found));
+}
+
+/// An `/acp` resource: other methods get ACP's error body.
+fn acp_resource(path: &str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(acp::method_not_allowed))
 }
 
 async fn not_found() -> Result<HttpResponse, ApiError> {

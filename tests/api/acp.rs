@@ -467,6 +467,12 @@ async fn unknown_agents_runs_and_bad_input_get_the_acp_error_body() {
     .await;
     assert_acp_error(&mismatch, StatusCode::BAD_REQUEST, "invalid_input");
     assert_eq!(mismatch.body["message"], "Session ID mismatch");
+    let wrong_method = app.get("/acp/runs", &token).await;
+    assert_acp_error(
+        &wrong_method,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "server_error",
+    );
     let unknown_route = app.get("/acp/nowhere", &token).await;
     assert_acp_error(&unknown_route, StatusCode::NOT_FOUND, "not_found");
     let unauthenticated = app

@@ -17,3 +17,11 @@ pub use error::AcpError;
 pub async fn not_found() -> Result<actix_web::HttpResponse, AcpError> {
     Err(AcpError::not_found("route"))
 }
+
+/// Known `/acp` routes asked with a method they do not take: the ACP error body.
+pub async fn method_not_allowed() -> Result<actix_web::HttpResponse, AcpError> {
+    Err(AcpError::new(
+        actix_web::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this route",
+    ))
+}

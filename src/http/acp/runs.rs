@@ -32,8 +32,14 @@ enum Mode {
     Stream,
 }
 
-fn parse_body(body: &[u8]) -> Result<serde_json::Map<String, Value>, AcpError> {
-    match serde_json::from_slice(body) {
+fn parse_body(
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<serde_json::Map<String, Value>, AcpError> {
+    let body = body.map_err(|e| {
+        let status = e.as_response_error().status_code();
+        AcpError::new(status, format!("cannot read the request body: {e}"))
+    })?;
+    match serde_json::from_slice(&body) {
         Ok(Value::Object(object)) => Ok(object),
         Ok(_) => Err(AcpError::invalid("body", "must be a JSON object")),
         Err(e) => Err(AcpError::invalid("body", format!("is not valid JSON: {e}"))),
@@ -81,10 +87,10 @@ fn input_error(error: EngineError, origins: &Origins) -> AcpError {
 pub async fn create_run(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
-    body: web::Bytes,
+    body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, AcpError> {
     let tenant = auth?.tenant_id;
-    let request = parse_body(&body)?;
+    let request = parse_body(body)?;
     let agent_name = optional_str(&request, "agent_name", "agent_name")?
         .ok_or_else(|| AcpError::invalid("agent_name", "is required"))?;
     let agent = state
@@ -212,7 +218,7 @@ pub async fn resume_run(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Bytes,
+    body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, AcpError> {
     let tenant = auth?.tenant_id;
     let id = path.into_inner();
@@ -227,7 +233,7 @@ pub async fn resume_run(
             ),
         ));
     }
-    let request = parse_body(&body)?;
+    let request = parse_body(body)?;
     let mode = parse_mode(&request)?;
     let message = match request.get("await_resume") {
         Some(Value::Object(resume)) => match resume.get("type") {
