@@ -131,10 +131,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .service(
                     acp_resource("/runs/{run_id}")
                         .get(acp::runs::get_run)
-                        .post(acp::runs::resume_run),
+                        .post(acp::resume::resume_run),
                 )
-                .service(acp_resource("/runs/{run_id}/cancel").post(acp::runs::cancel_run))
-                .service(acp_resource("/runs/{run_id}/events").get(acp::runs::run_events))
+                .service(acp_resource("/runs/{run_id}/cancel").post(acp::cancel::cancel_run))
+                .service(acp_resource("/runs/{run_id}/events").get(acp::events::run_events))
                 .service(acp_resource("/sessions/{session_id}").get(acp::sessions::get_session))
                 .service(
                     acp_resource("/sessions/{session_id}/history/{position}")

@@ -5,13 +5,10 @@
 //! that is refused with `invalid_input` naming the part.
 
 use base64::Engine as _;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::error::AcpError;
-use super::render::{TOOL_PERMISSIONS, TOOL_RESULTS, agent_role};
-use super::wire::{MessageObject, PartObject};
-use crate::engine::{InputMessage, PendingCall};
-use crate::model::{Content, ContentBlock, ContentEncoding, HistoryMessage, Part};
+use crate::model::{Content, ContentBlock, ContentEncoding, Part};
 
 /// Where each block of a converted body came from: `input[i].parts[j]` and its name.
 #[derive(Debug, Clone, Default)]
@@ -67,7 +64,7 @@ pub fn parse_input(value: Option<&Value>) -> Result<(Content, Origins), AcpError
     Ok((Content::Blocks(blocks), origins))
 }
 
-fn parts_of<'a>(message: &'a Value, at: &str) -> Result<&'a Vec<Value>, AcpError> {
+pub fn parts_of<'a>(message: &'a Value, at: &str) -> Result<&'a Vec<Value>, AcpError> {
     match message.get("parts") {
         Some(Value::Array(parts)) if !parts.is_empty() => Ok(parts),
         Some(Value::Array(_)) => Err(AcpError::invalid(
@@ -198,192 +195,10 @@ fn block_of(part: Part) -> ContentBlock {
     ContentBlock::Part(part)
 }
 
-/// A resume message's parts as answers to the pending calls: `/tool_results/<id>` (the
-/// result) and `/tool_permissions/<id>` (`{"granted": bool, "reason"?: string}`). A
-/// message that names no answer answers the one pending client call with its text.
-pub fn parse_resume(
-    message: &Value,
-    pending: &[PendingCall],
-    is_server_tool: impl Fn(&str) -> bool,
-) -> Result<Vec<InputMessage>, AcpError> {
-    let at = "await_resume.message";
-    let mut answers = Vec::new();
-    let mut others = Vec::new();
-    for (j, part) in parts_of(message, at)?.iter().enumerate() {
-        let at = format!("{at}.parts[{j}]");
-        let part = parse_part(part, &at)?;
-        let name = part.name.clone().unwrap_or_default();
-        if let Some(id) = name.strip_prefix(TOOL_RESULTS) {
-            answers.push(InputMessage::ToolResult {
-                tool_call_id: id.to_owned(),
-                content: result_content(part),
-            });
-        } else if let Some(id) = name.strip_prefix(TOOL_PERMISSIONS) {
-            let answer: Value = part
-                .content
-                .as_deref()
-                .and_then(|c| serde_json::from_str(c).ok())
-                .unwrap_or(Value::Null);
-            let granted = answer
-                .get("granted")
-                .and_then(Value::as_bool)
-                .ok_or_else(|| {
-                    AcpError::invalid(
-                        format!("{at} (`{name}`)"),
-                        "a permission is JSON {\"granted\": true|false, \"reason\"?: \"…\"}",
-                    )
-                })?;
-            answers.push(InputMessage::ToolPermission {
-                tool_call_id: id.to_owned(),
-                granted,
-                reason: answer
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-            });
-        } else {
-            others.push((at, part));
-        }
-    }
-    if answers.is_empty() {
-        return match (pending, others.as_slice()) {
-            ([call], parts) if !is_server_tool(&call.name) => {
-                let text: String = parts
-                    .iter()
-                    .filter_map(|(_, p)| p.content.as_deref())
-                    .collect();
-                Ok(vec![InputMessage::ToolResult {
-                    tool_call_id: call.id.clone(),
-                    content: Content::Text(text),
-                }])
-            }
-            _ => Err(AcpError::invalid(
-                at,
-                format!(
-                    "answer each awaited call with a part named {TOOL_RESULTS}<id> (a result) \
-                     or {TOOL_PERMISSIONS}<id> (a permission)"
-                ),
-            )),
-        };
-    }
-    if let Some((at, _)) = others.first() {
-        return Err(AcpError::invalid(
-            at.clone(),
-            format!("a resume carries only {TOOL_RESULTS}<id> and {TOOL_PERMISSIONS}<id> parts"),
-        ));
-    }
-    Ok(answers)
-}
-
-/// A result part as a tool message's content: its text, or the part itself.
-fn result_content(part: Part) -> Content {
-    match (&part.content, part.content_encoding, &part.content_url) {
-        (Some(text), ContentEncoding::Plain, None) => Content::Text(text.clone()),
-        _ => Content::Blocks(vec![ContentBlock::Part(Part { name: None, ..part })]),
-    }
-}
-
-/// A stored part as an ACP part; a URL agentry serves (`/files/…`) made absolute.
-fn part_object(part: &Part, base: &str) -> PartObject {
-    PartObject {
-        name: part.name.clone(),
-        content_type: part.content_type.clone(),
-        content: part.content.clone(),
-        content_encoding: if part.content_encoding.is_plain() {
-            "plain"
-        } else {
-            "base64"
-        },
-        content_url: part.content_url.as_ref().map(|url| absolute(url, base)),
-        metadata: part.metadata.clone(),
-    }
-}
-
-/// `/files/…` → `<base>/files/…`; other URLs as they are.
-pub fn absolute(url: &str, base: &str) -> String {
-    if url.starts_with('/') {
-        format!("{base}{url}")
-    } else {
-        url.to_owned()
-    }
-}
-
-fn block_parts(blocks: &[ContentBlock], base: &str) -> Vec<PartObject> {
-    blocks
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text { text } => PartObject::text(text.clone()),
-            ContentBlock::Thinking { thinking } => PartObject {
-                content: None,
-                metadata: Some(json!({"kind": "trajectory", "message": thinking})),
-                ..PartObject::text("")
-            },
-            ContentBlock::ToolUse {
-                tool_call_id,
-                name,
-                input,
-            } => PartObject::json(
-                None,
-                &json!({"id": tool_call_id, "name": name, "input": input}),
-                Some(json!({"kind": "trajectory", "tool_name": name, "tool_input": input})),
-            ),
-            ContentBlock::Image { url } => {
-                let media = url
-                    .strip_prefix("data:")
-                    .and_then(|rest| rest.split([';', ',']).next())
-                    .unwrap_or("image/*");
-                PartObject {
-                    content: None,
-                    content_type: media.to_owned(),
-                    content_url: Some(url.clone()),
-                    ..PartObject::text("")
-                }
-            }
-            ContentBlock::Part(part) => part_object(part, base),
-        })
-        .collect()
-}
-
-/// One history message as an ACP message: user messages as they came, the agent's as
-/// `agent/<name>`, a tool result as a user message with its `/tool_results/<id>` part,
-/// the system prompt a session was seeded with as a `/system` part.
-pub fn history_message(message: &HistoryMessage, agent: &str, base: &str) -> MessageObject {
-    let blocks = |content: &Content| match content {
-        Content::Text(text) => vec![PartObject::text(text.clone())],
-        Content::Blocks(blocks) => block_parts(blocks, base),
-    };
-    let (role, parts) = match message {
-        HistoryMessage::System { content } => (
-            "user".to_owned(),
-            vec![PartObject {
-                name: Some("/system".to_owned()),
-                ..PartObject::text(content.clone())
-            }],
-        ),
-        HistoryMessage::User { content } => ("user".to_owned(), blocks(content)),
-        HistoryMessage::Assistant { content } => (agent_role(agent), blocks(content)),
-        HistoryMessage::Tool {
-            tool_call_id,
-            content,
-        } => {
-            let mut parts = blocks(content);
-            if let Some(first) = parts.first_mut() {
-                first.name = Some(format!("{TOOL_RESULTS}{tool_call_id}"));
-            }
-            ("user".to_owned(), parts)
-        }
-    };
-    MessageObject {
-        role,
-        parts,
-        created_at: None,
-        completed_at: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn bare_names_are_rooted_and_invalid_ones_refused_by_part() {
@@ -405,49 +220,5 @@ mod tests {
             {"content": "x", "content_url": "https://e.com/x"}
         ]}])));
         assert!(both.is_err());
-    }
-
-    #[test]
-    fn resume_parts_answer_pending_calls() {
-        let call = |id: &str, name: &str| PendingCall {
-            id: id.into(),
-            name: name.into(),
-            input: Map::new(),
-        };
-        let message = json!({"parts": [
-            {"name": "/tool_results/c1", "content": "sunny"},
-            {"name": "tool_permissions/c2", "content_type": "application/json",
-             "content": "{\"granted\": false, \"reason\": \"no\"}"}
-        ]});
-        let answers = parse_resume(
-            &message,
-            &[call("c1", "weather"), call("c2", "clock")],
-            |n| n == "clock",
-        )
-        .unwrap();
-        assert_eq!(
-            answers,
-            [
-                InputMessage::ToolResult {
-                    tool_call_id: "c1".into(),
-                    content: Content::Text("sunny".into())
-                },
-                InputMessage::ToolPermission {
-                    tool_call_id: "c2".into(),
-                    granted: false,
-                    reason: Some("no".into())
-                }
-            ]
-        );
-        let plain = json!({"parts": [{"content": "42"}]});
-        let answers = parse_resume(&plain, &[call("c1", "weather")], |_| false).unwrap();
-        assert_eq!(
-            answers,
-            [InputMessage::ToolResult {
-                tool_call_id: "c1".into(),
-                content: Content::Text("42".into())
-            }]
-        );
-        assert!(parse_resume(&plain, &[call("a", "x"), call("b", "y")], |_| false).is_err());
     }
 }

@@ -3,10 +3,14 @@
 //! `{code, message, data}`.
 
 pub mod agents;
+pub mod cancel;
 mod convert;
 mod error;
+pub mod events;
+mod history;
 mod render;
 mod replay;
+pub mod resume;
 pub mod runs;
 pub mod sessions;
 mod wire;

@@ -1,17 +1,15 @@
-//! `POST /acp/runs` (mode sync, async or stream), `GET /acp/runs/{id}`, resume with
-//! `POST /acp/runs/{id}`, `POST /acp/runs/{id}/cancel` and `GET /acp/runs/{id}/events`.
+//! `POST /acp/runs` (mode sync, async or stream) and `GET /acp/runs/{id}`.
 //!
 //! A run is a chain of engine turns in one session: the first turn's id names it, each
 //! resume adds a turn. `awaiting` is a turn's `tool_use` stop; a resume's parts answer
 //! the pending calls.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 use futures_util::StreamExt;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::convert::{Origins, parse_input, parse_resume};
+use super::convert::{Origins, parse_input};
 use super::error::AcpError;
 use super::replay::{
     Cursor, identity, load_run, replay, run_uuid, set_run_id, sse_response, stream,
@@ -22,17 +20,17 @@ use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest, create_session};
 use crate::error::ApiError;
-use crate::model::{Content, HistoryMessage, StreamMode, TenantId};
+use crate::model::StreamMode;
 use crate::store::AcpRun;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
+pub(super) enum Mode {
     Sync,
     Async,
     Stream,
 }
 
-fn parse_body(
+pub(super) fn parse_body(
     body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<serde_json::Map<String, Value>, AcpError> {
     let body = body.map_err(|e| {
@@ -46,7 +44,7 @@ fn parse_body(
     }
 }
 
-fn parse_mode(object: &serde_json::Map<String, Value>) -> Result<Mode, AcpError> {
+pub(super) fn parse_mode(object: &serde_json::Map<String, Value>) -> Result<Mode, AcpError> {
     match object.get("mode") {
         None | Some(Value::Null) => Ok(Mode::Sync),
         Some(Value::String(mode)) => match mode.as_str() {
@@ -167,7 +165,7 @@ pub async fn create_run(
 }
 
 /// Answers a request that started a turn of `run`, as `mode` asks.
-async fn respond(
+pub(super) async fn respond(
     state: &AppState,
     run: &AcpRun,
     started: StartedTurn,
@@ -211,184 +209,4 @@ pub async fn get_run(
     let run = load_run(&state, &tenant, &path).await?;
     let (renderer, _) = replay(&state, &run).await?;
     Ok(HttpResponse::Ok().json(renderer.run()))
-}
-
-/// `POST /acp/runs/{id}`: answers an awaiting run's calls in a new turn of the run.
-pub async fn resume_run(
-    auth: Result<TenantAuth, ApiError>,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    body: Result<web::Bytes, actix_web::Error>,
-) -> Result<HttpResponse, AcpError> {
-    let tenant = auth?.tenant_id;
-    let id = path.into_inner();
-    let run = load_run(&state, &tenant, &id).await?;
-    let (renderer, _) = replay(&state, &run).await?;
-    if renderer.status() != "awaiting" {
-        return Err(AcpError::forbidden(
-            "run_not_awaiting",
-            format!(
-                "Run {id} has no await request (its status is {})",
-                renderer.status()
-            ),
-        ));
-    }
-    let request = parse_body(body)?;
-    let mode = parse_mode(&request)?;
-    let message = match request.get("await_resume") {
-        Some(Value::Object(resume)) => match resume.get("type") {
-            None | Some(Value::Null) => resume.get("message"),
-            Some(Value::String(kind)) if kind == "message" => resume.get("message"),
-            Some(_) => {
-                return Err(AcpError::invalid(
-                    "await_resume.type",
-                    "only `message` resumes are known",
-                ));
-            }
-        },
-        _ => None,
-    }
-    .filter(|m| m.is_object())
-    .ok_or_else(|| AcpError::invalid("await_resume.message", "is required"))?;
-    let session = state
-        .store
-        .get_session(&tenant, &run.session_id)
-        .await
-        .map_err(AcpError::from)?;
-    let agent = state
-        .agents
-        .get(&session.agent)
-        .ok_or_else(|| AcpError::from(EngineError::AgentUnavailable))?;
-    let pending = state
-        .engine
-        .pending_tool_calls(&tenant, &run.session_id)
-        .await?;
-    let answers = parse_resume(message, &pending, |name| agent.server_tool(name).is_some())?;
-    let started = state
-        .engine
-        .start_turn(
-            &tenant,
-            &run.session_id,
-            TurnRequest {
-                agent_name: None,
-                agent: SessionConfigRequest::default(),
-                messages: answers,
-                stream: StreamMode::Delta,
-                idempotency_key: None,
-                fingerprint: TurnRequest::fingerprint_of(&Value::Object(request.clone())),
-            },
-        )
-        .await
-        .map_err(|e| match e {
-            EngineError::Invalid(field) => AcpError::invalid("await_resume.message", field.message),
-            other => other.into(),
-        })?;
-    let turn = started.turn.id.clone();
-    state
-        .store
-        .insert_acp_run_turn(&tenant, &run.id, &turn)
-        .await?;
-    let mut run = run;
-    run.turns.push(turn.clone());
-    respond(&state, &run, started, mode, Cursor::Turn(turn)).await
-}
-
-/// `POST /acp/runs/{id}/cancel`: stops a created or running run; an awaiting one ends
-/// with its pending calls answered as cancelled, so the session can go on. 403 for a run
-/// that already ended.
-pub async fn cancel_run(
-    auth: Result<TenantAuth, ApiError>,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-) -> Result<HttpResponse, AcpError> {
-    let tenant = auth?.tenant_id;
-    let id = path.into_inner();
-    let run = load_run(&state, &tenant, &id).await?;
-    let (renderer, _) = replay(&state, &run).await?;
-    match renderer.status() {
-        "created" | "in-progress" => {
-            state
-                .engine
-                .cancel_turn(&tenant, &run.session_id, run.last_turn())
-                .await?;
-        }
-        "awaiting" => cancel_awaiting(&state, &tenant, &run).await?,
-        status => {
-            return Err(AcpError::forbidden(
-                "run_ended",
-                format!("Run in terminal status {status} can't be cancelled"),
-            ));
-        }
-    }
-    let run = load_run(&state, &tenant, &id).await?;
-    let (renderer, _) = replay(&state, &run).await?;
-    Ok(HttpResponse::Accepted().json(renderer.run()))
-}
-
-async fn cancel_awaiting(
-    state: &AppState,
-    tenant: &TenantId,
-    run: &AcpRun,
-) -> Result<(), AcpError> {
-    let pending = state
-        .engine
-        .pending_tool_calls(tenant, &run.session_id)
-        .await?;
-    let answers: Vec<HistoryMessage> = pending
-        .iter()
-        .map(|call| HistoryMessage::Tool {
-            tool_call_id: call.id.clone(),
-            content: Content::Text("Tool call cancelled: the client cancelled the run".into()),
-        })
-        .collect();
-    state
-        .store
-        .cancel_awaiting_acp_run(tenant, run, crate::model::now(), &answers)
-        .await?;
-    Ok(())
-}
-
-#[derive(Debug, Deserialize)]
-pub struct EventsQuery {
-    after: Option<i64>,
-}
-
-/// `GET /acp/runs/{id}/events`: `{"events": [...]}` as the reference answers; with
-/// `Accept: text/event-stream`, the events as SSE (replayed, then live until the run stops
-/// or awaits). `?after=` or `Last-Event-ID` skip what a client already has.
-pub async fn run_events(
-    auth: Result<TenantAuth, ApiError>,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    query: Result<web::Query<EventsQuery>, actix_web::Error>,
-    req: HttpRequest,
-) -> Result<HttpResponse, AcpError> {
-    let tenant = auth?.tenant_id;
-    let query = query.map_err(|_| AcpError::invalid("after", "must be a sequence number"))?;
-    let run = load_run(&state, &tenant, &path).await?;
-    let after = match req.headers().get("last-event-id") {
-        Some(value) => value
-            .to_str()
-            .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .ok_or_else(|| AcpError::invalid("Last-Event-ID", "must be a sequence number"))?,
-        None => query.after.unwrap_or(-1),
-    };
-    let wants_stream = req
-        .headers()
-        .get(actix_web::http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("text/event-stream"));
-    if wants_stream {
-        let identity = identity(&state, &run).await?;
-        let frames = stream(&state, &run, identity, None, Cursor::After(after));
-        return Ok(sse_response(&state, frames));
-    }
-    let (_, events) = replay(&state, &run).await?;
-    let events: Vec<_> = events
-        .into_iter()
-        .filter(|(seq, _)| *seq > after)
-        .map(|(_, event)| event)
-        .collect();
-    Ok(HttpResponse::Ok().json(json!({"events": events})))
 }

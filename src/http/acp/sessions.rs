@@ -5,8 +5,8 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 
-use super::convert::history_message;
 use super::error::AcpError;
+use super::history::history_message;
 use super::wire::SessionObject;
 use crate::app::AppState;
 use crate::auth::TenantAuth;

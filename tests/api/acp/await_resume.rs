@@ -183,13 +183,9 @@ async fn a_streamed_run_ends_at_awaiting_and_a_streamed_resume_carries_on() {
     );
 
     server.push(Reply::Stream(vec![text("Done."), finish("stop")]));
-    let response = post_raw(
-        &app,
-        &format!("/acp/runs/{run_id}"),
-        &token,
-        &answers("stream"),
-    )
-    .await;
+    let mut granted = answers("stream");
+    granted["await_resume"]["message"]["parts"][1]["content"] = json!("{\"granted\": true}");
+    let response = post_raw(&app, &format!("/acp/runs/{run_id}"), &token, &granted).await;
     assert_eq!(response.status(), StatusCode::OK);
     let resumed = SseReader::new(response).collect().await;
     assert_eq!(
@@ -206,9 +202,17 @@ async fn a_streamed_run_ends_at_awaiting_and_a_streamed_resume_carries_on() {
             "run.completed"
         ]
     );
-    // The permission's denial is a server tool result, then the model answers.
-    let denied = &resumed[2].data["part"];
-    assert_eq!(denied["metadata"]["tool_name"], "clock");
+    // The granted server tool ran: its result is a trajectory part; then the model answers.
+    let ran = &resumed[2].data["part"];
+    assert_eq!(ran["metadata"]["tool_name"], "clock");
+    let output: Value = serde_json::from_str(ran["content"].as_str().unwrap()).unwrap();
+    assert_eq!(output["id"], "c");
+    assert!(
+        !output["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("Tool call denied")
+    );
     assert_eq!(resumed[0].data["run"]["await_request"], Value::Null);
     let done = &resumed.last().unwrap().data["run"];
     assert_eq!(done["status"], "completed");
@@ -337,4 +341,51 @@ async fn cancelling_an_awaiting_run_answers_its_calls_so_the_session_goes_on() {
         .map(|m| m["toolCallId"].as_str().unwrap())
         .collect();
     assert_eq!(tool_ids, ["a", "c"]);
+}
+
+#[tokio::test]
+async fn an_async_resume_is_accepted_and_the_run_is_polled_to_its_end() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let (_, uuid) = tool_session(&app, &token).await;
+    server.push(Reply::Stream(vec![
+        tool_fragment(0, Some("a"), Some("lookup"), "{}"),
+        finish("tool_calls"),
+    ]));
+    let awaiting = run(
+        &app,
+        &token,
+        json!({"agent_name": "gpt", "session_id": uuid, "input": [acp_user("look")]}),
+    )
+    .await;
+    assert_eq!(awaiting.body["status"], "awaiting");
+    let run_id = awaiting.body["run_id"].as_str().unwrap();
+    server.push(Reply::Stream(vec![text("Got it."), finish("stop")]));
+    // A plain message answers the one pending client call.
+    let accepted = resume(
+        &app,
+        &token,
+        run_id,
+        json!({"await_resume": {"type": "message", "message": {"role": "user",
+               "parts": [{"content": "the answer"}]}}, "mode": "async"}),
+    )
+    .await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.text);
+    assert_eq!(accepted.body["run_id"], run_id);
+    let done = loop {
+        let poll = app.get(&format!("/acp/runs/{run_id}"), &token).await;
+        if poll.body["status"] == "completed" {
+            break poll.body;
+        }
+        assert_ne!(poll.body["status"], "failed", "{}", poll.text);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(output_text(&done).ends_with("Got it."));
+    let sent = server.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let tool = sent.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(tool["content"], "the answer");
 }

@@ -5,7 +5,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::{acp_user, assert_acp_error, output_text, run};
-use crate::helpers::{TestApp, spawn_app, user};
+use std::sync::Arc;
+
+use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_on, user};
 
 /// The path of a history URL (the URL is absolute, on the request's host).
 fn path_of(app: &TestApp, url: &str) -> String {
@@ -161,4 +163,55 @@ async fn a_session_started_over_aap_goes_on_over_agentscope_and_acp_and_aap_show
     );
     let described = app.get(&format!("/acp/sessions/{uuid}"), &token).await;
     assert_eq!(described.body["history"].as_array().unwrap().len(), 8);
+}
+
+#[tokio::test]
+async fn a_large_part_is_stored_once_and_its_url_is_absolute_on_the_requests_host() {
+    let app = spawn_app_on(
+        Arc::new(TestDb::new().await),
+        "[engine]\ninline_part_max_bytes = 64\n",
+    )
+    .await;
+    let (_, token) = app.new_tenant().await;
+    let (_, other) = app.new_tenant().await;
+    let report = "r".repeat(500);
+    let reply = run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "input": [{"role": "user", "parts": [
+            {"content": "see the report"},
+            {"name": "report.txt", "content_type": "text/markdown", "content": report}
+        ]}]}),
+    )
+    .await;
+    assert_eq!(reply.body["status"], "completed", "{}", reply.text);
+    let session = reply.body["session_id"].as_str().unwrap();
+    let described = app.get(&format!("/acp/sessions/{session}"), &token).await;
+    let first = described.body["history"][0].as_str().unwrap().to_owned();
+    let message = app.get(&path_of(&app, &first), &token).await;
+    let part = &message.body["parts"][1];
+    assert_eq!(part["name"], "/report.txt");
+    assert_eq!(part["content"], Value::Null);
+    let url = part["content_url"].as_str().unwrap();
+    assert!(
+        url.starts_with(&format!("{}/files/file_", app.address)),
+        "{url}"
+    );
+    let served = app
+        .client
+        .get(url)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(served.headers()["content-type"], "text/markdown");
+    assert_eq!(served.text().await.unwrap(), report);
+    let hidden = app
+        .client
+        .get(url)
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hidden.status(), StatusCode::NOT_FOUND);
 }
