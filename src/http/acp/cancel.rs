@@ -4,6 +4,7 @@ use actix_web::{HttpResponse, web};
 
 use super::error::AcpError;
 use super::replay::{load_run, replay};
+use super::wire::RunStatus;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::error::ApiError;
@@ -23,13 +24,13 @@ pub async fn cancel_run(
     let run = load_run(&state, &tenant, &id).await?;
     let (renderer, _) = replay(&state, &run).await?;
     match renderer.status() {
-        "created" | "in-progress" => {
+        RunStatus::Created | RunStatus::InProgress => {
             state
                 .engine
                 .cancel_turn(&tenant, &run.session_id, run.last_turn())
                 .await?;
         }
-        "awaiting" => cancel_awaiting(&state, &tenant, &run).await?,
+        RunStatus::Awaiting => cancel_awaiting(&state, &tenant, &run).await?,
         status => {
             return Err(AcpError::forbidden(
                 "run_ended",

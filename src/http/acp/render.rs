@@ -17,7 +17,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::wire::{
-    AwaitRequest, ErrorObject, EventObject, MessageObject, PartObject, RunObject, timestamp,
+    AwaitRequest, ErrorObject, EventObject, MessageObject, PartObject, RunObject, RunStatus,
+    timestamp,
 };
 use crate::model::{Content, Event, EventData, StopReason, TurnError, TurnId, TurnStatus};
 
@@ -58,7 +59,7 @@ struct Call {
 #[derive(Debug)]
 pub struct RunRenderer {
     identity: RunIdentity,
-    status: &'static str,
+    status: RunStatus,
     output: Vec<MessageObject>,
     /// Index of the open message in `output`, and the kind of its last part.
     open: Option<(usize, Last)>,
@@ -75,7 +76,7 @@ impl RunRenderer {
     pub fn new(identity: RunIdentity) -> Self {
         Self {
             identity,
-            status: "created",
+            status: RunStatus::Created,
             output: Vec::new(),
             open: None,
             calls: Vec::new(),
@@ -87,7 +88,7 @@ impl RunRenderer {
         }
     }
 
-    pub fn status(&self) -> &'static str {
+    pub fn status(&self) -> RunStatus {
         self.status
     }
 
@@ -121,7 +122,7 @@ impl RunRenderer {
                 if event.turn_id == self.identity.first_turn {
                     out.push(EventObject::for_run(self.run()));
                 }
-                self.status = "in-progress";
+                self.status = RunStatus::InProgress;
                 out.push(EventObject::for_run(self.run()));
             }
             EventData::MessageStart {} => self.close(&mut out, event.created_at),
@@ -192,10 +193,10 @@ impl RunRenderer {
 
     /// A run that awaited and was cancelled: `run.cancelled`, its await request cleared.
     pub fn cancel_awaiting(&mut self, at: DateTime<Utc>) -> Option<(i64, EventObject)> {
-        if self.status != "awaiting" {
+        if self.status != RunStatus::Awaiting {
             return None;
         }
-        self.status = "cancelled";
+        self.status = RunStatus::Cancelled;
         self.await_request = None;
         self.calls.clear();
         self.finished_at = Some(timestamp(at));
@@ -204,7 +205,7 @@ impl RunRenderer {
 
     fn stop(&mut self, stop_reason: StopReason, error: Option<&TurnError>, at: DateTime<Utc>) {
         if stop_reason == StopReason::ToolUse && error.is_none() && !self.calls.is_empty() {
-            self.status = "awaiting";
+            self.status = RunStatus::Awaiting;
             self.await_request = Some(self.await_request_of());
             return;
         }
@@ -212,9 +213,9 @@ impl RunRenderer {
         self.await_request = None;
         self.finished_at = Some(timestamp(at));
         match TurnStatus::after_stop(stop_reason, error) {
-            TurnStatus::Cancelled => self.status = "cancelled",
+            TurnStatus::Cancelled => self.status = RunStatus::Cancelled,
             TurnStatus::Failed | TurnStatus::Interrupted => {
-                self.status = "failed";
+                self.status = RunStatus::Failed;
                 let (code, message) = error.map_or(("failed", "the run failed"), |e| {
                     (e.code.as_str(), e.message.as_str())
                 });
@@ -224,7 +225,7 @@ impl RunRenderer {
                     data: Some(json!({"code": code})),
                 });
             }
-            _ => self.status = "completed",
+            _ => self.status = RunStatus::Completed,
         }
     }
 
@@ -399,7 +400,7 @@ mod tests {
             ]
         );
         let run = renderer.run();
-        assert_eq!(run.status, "completed");
+        assert_eq!(run.status, RunStatus::Completed);
         assert_eq!(run.output.len(), 1);
         assert_eq!(run.output[0].role, "agent/my-agent");
         let parts = &run.output[0].parts;

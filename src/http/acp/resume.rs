@@ -10,6 +10,7 @@ use super::error::AcpError;
 use super::render::{TOOL_PERMISSIONS, TOOL_RESULTS};
 use super::replay::{Cursor, load_run, replay};
 use super::runs::{parse_body, parse_mode, respond};
+use super::wire::RunStatus;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
@@ -28,7 +29,7 @@ pub async fn resume_run(
     let id = path.into_inner();
     let run = load_run(&state, &tenant, &id).await?;
     let (renderer, _) = replay(&state, &run).await?;
-    if renderer.status() != "awaiting" {
+    if renderer.status() != RunStatus::Awaiting {
         return Err(AcpError::forbidden(
             "run_not_awaiting",
             format!(

@@ -71,13 +71,46 @@ pub struct AwaitRequest {
     pub message: MessageObject,
 }
 
+/// A run's lifecycle: created → in-progress → awaiting | completed | failed | cancelled;
+/// awaiting → in-progress (a resume) | cancelled. (The reference's `cancelling` never
+/// shows: a cancel answers once the run has stopped.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    Created,
+    InProgress,
+    Awaiting,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Created => "created",
+            RunStatus::InProgress => "in-progress",
+            RunStatus::Awaiting => "awaiting",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A `Run`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunObject {
     pub run_id: String,
     pub agent_name: String,
     pub session_id: String,
-    pub status: &'static str,
+    pub status: RunStatus,
     pub await_request: Option<AwaitRequest>,
     pub output: Vec<MessageObject>,
     pub error: Option<ErrorObject>,
@@ -116,12 +149,12 @@ impl EventObject {
     /// The event announcing `run` in its status.
     pub fn for_run(run: RunObject) -> Self {
         match run.status {
-            "created" => EventObject::RunCreated { run },
-            "awaiting" => EventObject::RunAwaiting { run },
-            "completed" => EventObject::RunCompleted { run },
-            "failed" => EventObject::RunFailed { run },
-            "cancelled" => EventObject::RunCancelled { run },
-            _ => EventObject::RunInProgress { run },
+            RunStatus::Created => EventObject::RunCreated { run },
+            RunStatus::InProgress => EventObject::RunInProgress { run },
+            RunStatus::Awaiting => EventObject::RunAwaiting { run },
+            RunStatus::Completed => EventObject::RunCompleted { run },
+            RunStatus::Failed => EventObject::RunFailed { run },
+            RunStatus::Cancelled => EventObject::RunCancelled { run },
         }
     }
 
