@@ -389,3 +389,36 @@ async fn an_async_resume_is_accepted_and_the_run_is_polled_to_its_end() {
     let tool = sent.iter().find(|m| m["role"] == "tool").unwrap();
     assert_eq!(tool["content"], "the answer");
 }
+
+#[tokio::test]
+async fn a_failed_turn_is_a_failed_run_answered_with_200_as_the_reference_does() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    server.push(Reply::Status(
+        400,
+        json!({"error": {"message": "bad model"}}),
+    ));
+    let failed = run(
+        &app,
+        &token,
+        json!({"agent_name": "gpt", "input": [acp_user("hi")]}),
+    )
+    .await;
+    assert_eq!(failed.status, StatusCode::OK, "{}", failed.text);
+    assert_eq!(failed.body["status"], "failed");
+    assert_eq!(failed.body["error"]["code"], "server_error");
+    assert_eq!(failed.body["error"]["data"]["code"], "provider_error");
+    assert!(failed.body["error"]["message"].is_string());
+    assert!(failed.body["finished_at"].is_string());
+    let id = failed.body["run_id"].as_str().unwrap();
+    let events = app.get(&format!("/acp/runs/{id}/events"), &token).await;
+    let last = events.body["events"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["type"], "run.failed");
+    assert_eq!(last["run"], failed.body);
+}
