@@ -16,7 +16,7 @@ mod writer;
 pub use assemble::{MessageAssembler, turn_messages};
 pub use error::EngineError;
 pub use follow::Follow;
-pub use input::InputMessage;
+pub use input::{InputMessage, PendingCall};
 pub use parts::file_url;
 pub use runner::{Engine, StartedTurn, TurnRequest};
 pub use sessions::{

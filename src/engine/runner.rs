@@ -330,7 +330,7 @@ impl Engine {
 
     /// Tool calls still unanswered. They can only follow the last user message, so the tail
     /// of the history usually answers; the whole history is read when it does not.
-    async fn pending_tool_calls(
+    pub async fn pending_tool_calls(
         &self,
         tenant: &TenantId,
         session: &SessionId,

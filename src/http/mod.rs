@@ -1,6 +1,7 @@
 //! The HTTP surface: every route is listed here; handlers live beside their face.
 
 mod aap;
+mod acp;
 mod admin;
 mod agentscope;
 mod body;
@@ -120,7 +121,33 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 )
                 .service(web::resource("/health").get(agentscope::process::health)),
         )
+        // ACP (BeeAI Agent Communication Protocol)
+        .service(
+            web::scope("/acp")
+                .service(acp_resource("/ping").get(acp::agents::ping))
+                .service(acp_resource("/agents").get(acp::agents::list_agents))
+                .service(acp_resource("/agents/{name}").get(acp::agents::get_agent))
+                .service(acp_resource("/runs").post(acp::runs::create_run))
+                .service(
+                    acp_resource("/runs/{run_id}")
+                        .get(acp::runs::get_run)
+                        .post(acp::resume::resume_run),
+                )
+                .service(acp_resource("/runs/{run_id}/cancel").post(acp::cancel::cancel_run))
+                .service(acp_resource("/runs/{run_id}/events").get(acp::events::run_events))
+                .service(acp_resource("/sessions/{session_id}").get(acp::sessions::get_session))
+                .service(
+                    acp_resource("/sessions/{session_id}/history/{position}")
+                        .get(acp::sessions::get_history_message),
+                )
+                .default_service(web::to(acp::not_found)),
+        )
         .default_service(web::to(not_found));
+}
+
+/// An `/acp` resource: other methods get ACP's error body.
+fn acp_resource(path: &str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(acp::method_not_allowed))
 }
 
 async fn not_found() -> Result<HttpResponse, ApiError> {

@@ -15,6 +15,7 @@ use sqlx::sqlite::{
 
 use crate::config::DatabaseSettings;
 
+mod acp_runs;
 mod compaction;
 mod credentials;
 mod events;
@@ -28,6 +29,7 @@ mod tenants;
 mod tokens;
 mod turns;
 
+pub use acp_runs::AcpRun;
 pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
 pub use events::AppendGroup;

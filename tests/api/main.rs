@@ -5,6 +5,7 @@ mod process;
 mod scripted;
 mod sse;
 
+mod acp;
 mod admin;
 mod agentscope;
 mod auth;

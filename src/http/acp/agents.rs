@@ -1,0 +1,131 @@
+//! `GET /acp/ping`, `GET /acp/agents`, `GET /acp/agents/{name}`: manifests from the
+//! agents' configuration. Content types come from the declared message-body schemas
+//! (`*/*` when an agent declares none); the schemas themselves are advertised under
+//! `metadata.annotations.agentry`.
+
+use actix_web::{HttpResponse, web};
+use serde_json::{Value, json};
+
+use super::error::AcpError;
+use super::wire::AgentManifest;
+use crate::agents::Agent;
+use crate::app::AppState;
+use crate::auth::TenantAuth;
+use crate::config::SchemaPartSettings;
+use crate::error::ApiError;
+
+pub async fn ping(auth: Result<TenantAuth, ApiError>) -> Result<HttpResponse, AcpError> {
+    auth?;
+    Ok(HttpResponse::Ok().json(json!({})))
+}
+
+pub async fn list_agents(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, AcpError> {
+    auth?;
+    let agents: Vec<AgentManifest> = state.agents.iter().map(|a| manifest(a)).collect();
+    Ok(HttpResponse::Ok().json(json!({"agents": agents})))
+}
+
+pub async fn get_agent(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, AcpError> {
+    auth?;
+    let name = path.into_inner();
+    let agent = state
+        .agents
+        .get(&name)
+        .ok_or_else(|| AcpError::not_found(format!("Agent {name}")))?;
+    Ok(HttpResponse::Ok().json(manifest(agent)))
+}
+
+/// An agent's manifest.
+pub fn manifest(agent: &Agent) -> AgentManifest {
+    let settings = agent.settings();
+    let description = settings
+        .description
+        .clone()
+        .or_else(|| settings.title.clone())
+        .unwrap_or_default();
+    let schema = |parts: &[SchemaPartSettings]| -> Value {
+        parts
+            .iter()
+            .map(
+                |p| json!({"name": p.name, "content_type": p.content_type, "required": p.required}),
+            )
+            .collect()
+    };
+    AgentManifest {
+        name: agent.name().to_owned(),
+        description,
+        metadata: json!({
+            "annotations": {"agentry": {
+                "title": settings.title,
+                "version": settings.version,
+                "input_schema": schema(&settings.input_schema),
+                "output_schema": schema(&settings.output_schema),
+            }},
+            "documentation": null, "license": null, "programming_language": null,
+            "natural_languages": null, "framework": null, "capabilities": null,
+            "domains": null, "tags": null, "created_at": null, "updated_at": null,
+            "author": null, "contributors": null, "links": null, "dependencies": null,
+            "recommended_models": null,
+        }),
+        input_content_types: content_types(&settings.input_schema),
+        output_content_types: content_types(&settings.output_schema),
+    }
+}
+
+/// The content types a schema allows, in order, `{a,b}` alternations spelled out; `*/*`
+/// for no schema.
+fn content_types(parts: &[SchemaPartSettings]) -> Vec<String> {
+    let mut types: Vec<String> = Vec::new();
+    for part in parts {
+        let pattern = part.content_type.trim();
+        let expanded: Vec<String> =
+            match pattern.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                Some(inner) if !inner.contains(['{', '}']) => {
+                    inner.split(',').map(|t| t.trim().to_owned()).collect()
+                }
+                _ => vec![pattern.to_owned()],
+            };
+        for content_type in expanded {
+            if !types.contains(&content_type) {
+                types.push(content_type);
+            }
+        }
+    }
+    if types.is_empty() {
+        types.push("*/*".to_owned());
+    }
+    types
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(content_type: &str) -> SchemaPartSettings {
+        SchemaPartSettings {
+            name: None,
+            content_type: content_type.to_owned(),
+            required: false,
+        }
+    }
+
+    #[test]
+    fn content_types_come_from_the_schema() {
+        assert_eq!(content_types(&[]), ["*/*"]);
+        assert_eq!(
+            content_types(&[
+                part("text/plain"),
+                part("{image/png,text/plain}"),
+                part("application/*")
+            ]),
+            ["text/plain", "image/png", "application/*"]
+        );
+    }
+}

@@ -1,0 +1,56 @@
+//! `GET /acp/runs/{id}/events`.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::error::AcpError;
+use super::replay::{Cursor, identity, load_run, replay, sse_response, stream};
+use crate::app::AppState;
+use crate::auth::TenantAuth;
+use crate::error::ApiError;
+
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    after: Option<i64>,
+}
+
+/// `GET /acp/runs/{id}/events`: `{"events": [...]}` as the reference answers; with
+/// `Accept: text/event-stream`, the events as SSE (replayed, then live until the run stops
+/// or awaits). `?after=` or `Last-Event-ID` skip what a client already has.
+pub async fn run_events(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: Result<web::Query<EventsQuery>, actix_web::Error>,
+    req: HttpRequest,
+) -> Result<HttpResponse, AcpError> {
+    let tenant = auth?.tenant_id;
+    let query = query.map_err(|_| AcpError::invalid("after", "must be a sequence number"))?;
+    let run = load_run(&state, &tenant, &path).await?;
+    let after = match req.headers().get("last-event-id") {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .ok_or_else(|| AcpError::invalid("Last-Event-ID", "must be a sequence number"))?,
+        None => query.after.unwrap_or(-1),
+    };
+    let wants_stream = req
+        .headers()
+        .get(actix_web::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if wants_stream {
+        let identity = identity(&state, &run).await?;
+        let frames = stream(&state, &run, identity, None, Cursor::After(after));
+        return Ok(sse_response(&state, frames));
+    }
+    let (_, events) = replay(&state, &run).await?;
+    let events: Vec<_> = events
+        .into_iter()
+        .filter(|(seq, _)| *seq > after)
+        .map(|(_, event)| event)
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({"events": events})))
+}

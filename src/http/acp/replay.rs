@@ -1,0 +1,199 @@
+//! A run rendered from the log: its current state, its events as a list, or its events
+//! as an SSE stream (replayed from the log, then live).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use actix_web::http::header;
+use futures_util::stream::LocalBoxStream;
+use futures_util::{Stream, StreamExt};
+
+use super::error::{AcpError, OrAcpNotFound};
+use super::render::{RunIdentity, RunRenderer};
+use super::sessions::session_uuid;
+use super::wire::EventObject;
+use crate::app::AppState;
+use crate::engine::{Follow, StartedTurn};
+use crate::http::sse::{self, Frame};
+use crate::model::{Event, TenantId, TurnId};
+use crate::store::{AcpRun, StoreError};
+
+/// The response header naming a run.
+pub const RUN_ID_HEADER: &str = "run-id";
+
+/// A run as ACP writes its id: the UUID of its first turn's id.
+pub fn run_uuid(turn: &TurnId) -> String {
+    let hex = turn.as_str().trim_start_matches(TurnId::PREFIX);
+    uuid::Uuid::parse_str(hex)
+        .map(|u| u.hyphenated().to_string())
+        .unwrap_or_else(|_| turn.to_string())
+}
+
+/// The run named by a path: its UUID (or its first turn's id).
+pub async fn load_run(state: &AppState, tenant: &TenantId, id: &str) -> Result<AcpRun, AcpError> {
+    let turn = match uuid::Uuid::parse_str(id) {
+        Ok(uuid) => format!("{}{}", TurnId::PREFIX, uuid.simple()).parse().ok(),
+        Err(_) => id.parse::<TurnId>().ok(),
+    };
+    let missing = || AcpError::not_found(format!("Run {id}"));
+    let turn = turn.ok_or_else(missing)?;
+    state
+        .store
+        .get_acp_run(tenant, &turn)
+        .await
+        .or_acp_not_found(&format!("Run {id}"))
+}
+
+/// Who the run is, for rendering.
+pub async fn identity(state: &AppState, run: &AcpRun) -> Result<RunIdentity, AcpError> {
+    let session = state
+        .store
+        .get_session(&run.tenant_id, &run.session_id)
+        .await
+        .or_acp_not_found("Session")?;
+    let server_tools: HashSet<String> = state
+        .agents
+        .get(&session.agent)
+        .map(|a| a.settings().tools.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_default();
+    Ok(RunIdentity {
+        run_id: run_uuid(&run.id),
+        first_turn: run.id.clone(),
+        agent_name: session.agent.clone(),
+        session_id: session_uuid(&session),
+        created_at: run.created_at,
+        server_tools,
+    })
+}
+
+/// Every stored event of the run's turns, rendered: the renderer holds the run as it
+/// stands, the list is every ACP event with its seq.
+pub async fn replay(
+    state: &AppState,
+    run: &AcpRun,
+) -> Result<(RunRenderer, Vec<(i64, EventObject)>), AcpError> {
+    const PAGE: i64 = 1000;
+    let mut renderer = RunRenderer::new(identity(state, run).await?);
+    let mut rendered = Vec::new();
+    for turn in &run.turns {
+        let mut after = -1;
+        loop {
+            let page = state
+                .store
+                .list_events(&run.tenant_id, &run.session_id, Some(turn), after, PAGE)
+                .await?;
+            for event in &page {
+                rendered.extend(renderer.render(event));
+            }
+            match page.last() {
+                Some(last) if page.len() as i64 == PAGE => after = last.seq,
+                _ => break,
+            }
+        }
+    }
+    if let Some(at) = run.cancelled_at {
+        rendered.extend(renderer.cancel_awaiting(at));
+    }
+    Ok((renderer, rendered))
+}
+
+/// Which frames a stream sends.
+#[derive(Debug, Clone)]
+pub enum Cursor {
+    /// Those of events after this seq.
+    After(i64),
+    /// Those of this turn's events (a resume's).
+    Turn(TurnId),
+}
+
+/// The run's events as SSE frames (`id:` is the event's seq): earlier turns from the log,
+/// the last one live (`started`, when this request started it) until it stops.
+pub fn stream(
+    state: &AppState,
+    run: &AcpRun,
+    identity: RunIdentity,
+    started: Option<StartedTurn>,
+    cursor: Cursor,
+) -> impl Stream<Item = Frame> + 'static {
+    type Events = LocalBoxStream<'static, Result<Arc<Event>, StoreError>>;
+    let engine = state.engine.clone();
+    let live_turn = started.as_ref().map(|s| s.turn.id.clone());
+    let mut parts: Vec<Events> = run
+        .turns
+        .iter()
+        .filter(|t| Some(*t) != live_turn.as_ref())
+        .map(|turn| {
+            engine
+                .follow(Follow {
+                    tenant: run.tenant_id.clone(),
+                    session: run.session_id.clone(),
+                    turn: Some(turn.clone()),
+                    after: -1,
+                })
+                .boxed_local()
+        })
+        .collect();
+    if let Some(started) = started {
+        parts.push(engine.follow_started(started).boxed_local());
+    }
+    let events = futures_util::stream::iter(parts).flatten();
+    let cancelled_at = run.cancelled_at;
+    async_stream::stream! {
+        let mut renderer = RunRenderer::new(identity);
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::error!(error = %error, "a run's event stream failed");
+                    break;
+                }
+            };
+            let wanted = match &cursor {
+                Cursor::After(after) => event.seq > *after,
+                Cursor::Turn(turn) => event.turn_id == *turn,
+            };
+            for (seq, rendered) in renderer.render(&event) {
+                if wanted {
+                    yield frame(seq, &rendered);
+                }
+            }
+        }
+        if let Some(at) = cancelled_at
+            && let Some((seq, rendered)) = renderer.cancel_awaiting(at)
+        {
+            yield frame(seq, &rendered);
+        }
+    }
+}
+
+fn frame(seq: i64, event: &EventObject) -> Frame {
+    Frame {
+        id: Some(seq),
+        event: None,
+        data: serde_json::to_string(event).expect("events serialize"),
+    }
+}
+
+/// An SSE response of `frames`, as the reference sends it.
+pub fn sse_response(
+    state: &AppState,
+    frames: impl Stream<Item = Frame> + 'static,
+) -> actix_web::HttpResponse {
+    let keep_alive = std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
+    let mut response = sse::response(frames, keep_alive, None);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    response
+}
+
+/// Names the run in the `Run-ID` header.
+pub fn set_run_id(response: &mut actix_web::HttpResponse, run_id: &str) {
+    if let Ok(value) = header::HeaderValue::from_str(run_id) {
+        response
+            .headers_mut()
+            .insert(header::HeaderName::from_static(RUN_ID_HEADER), value);
+    }
+}

@@ -1,0 +1,212 @@
+//! `POST /acp/runs` (mode sync, async or stream) and `GET /acp/runs/{id}`.
+//!
+//! A run is a chain of engine turns in one session: the first turn's id names it, each
+//! resume adds a turn. `awaiting` is a turn's `tool_use` stop; a resume's parts answer
+//! the pending calls.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::convert::{Origins, parse_input};
+use super::error::AcpError;
+use super::replay::{
+    Cursor, identity, load_run, replay, run_uuid, set_run_id, sse_response, stream,
+};
+use super::sessions::session_for_run;
+use crate::agents::SessionConfigRequest;
+use crate::app::AppState;
+use crate::auth::TenantAuth;
+use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest, create_session};
+use crate::error::ApiError;
+use crate::model::StreamMode;
+use crate::store::AcpRun;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Mode {
+    Sync,
+    Async,
+    Stream,
+}
+
+pub(super) fn parse_body(
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<serde_json::Map<String, Value>, AcpError> {
+    let body = body.map_err(|e| {
+        let status = e.as_response_error().status_code();
+        AcpError::new(status, format!("cannot read the request body: {e}"))
+    })?;
+    match serde_json::from_slice(&body) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(_) => Err(AcpError::invalid("body", "must be a JSON object")),
+        Err(e) => Err(AcpError::invalid("body", format!("is not valid JSON: {e}"))),
+    }
+}
+
+pub(super) fn parse_mode(object: &serde_json::Map<String, Value>) -> Result<Mode, AcpError> {
+    match object.get("mode") {
+        None | Some(Value::Null) => Ok(Mode::Sync),
+        Some(Value::String(mode)) => match mode.as_str() {
+            "sync" => Ok(Mode::Sync),
+            "async" => Ok(Mode::Async),
+            "stream" => Ok(Mode::Stream),
+            other => Err(AcpError::invalid(
+                "mode",
+                format!("`{other}`: expected sync, async or stream"),
+            )),
+        },
+        Some(_) => Err(AcpError::invalid("mode", "must be a string")),
+    }
+}
+
+fn optional_str<'a>(
+    object: &'a serde_json::Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Option<&'a str>, AcpError> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s)),
+        Some(_) => Err(AcpError::invalid(at, "must be a non-empty string")),
+    }
+}
+
+/// Engine refusals of a run's input, naming the part at fault.
+fn input_error(error: EngineError, origins: &Origins) -> AcpError {
+    match error {
+        EngineError::Invalid(field) => {
+            AcpError::invalid(origins.describe(&field.field), field.message)
+        }
+        other => other.into(),
+    }
+}
+
+pub async fn create_run(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<HttpResponse, AcpError> {
+    let tenant = auth?.tenant_id;
+    let request = parse_body(body)?;
+    let agent_name = optional_str(&request, "agent_name", "agent_name")?
+        .ok_or_else(|| AcpError::invalid("agent_name", "is required"))?;
+    let agent = state
+        .agents
+        .get(agent_name)
+        .ok_or_else(|| AcpError::not_found(format!("Agent {agent_name}")))?;
+    let mode = parse_mode(&request)?;
+    let session_id = optional_str(&request, "session_id", "session_id")?;
+    let forwarded = match request.get("session") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(session)) => optional_str(session, "id", "session.id")?,
+        Some(_) => return Err(AcpError::invalid("session", "must be a session descriptor")),
+    };
+    if let (Some(a), Some(b)) = (session_id, forwarded)
+        && a != b
+    {
+        return Err(AcpError::new(
+            StatusCode::BAD_REQUEST,
+            "Session ID mismatch",
+        ));
+    }
+    let (content, origins) = parse_input(request.get("input"))?;
+
+    let session = match session_id.or(forwarded) {
+        Some(key) => session_for_run(&state, &tenant, key, agent.name()).await?,
+        None => create_session(
+            &state,
+            &tenant,
+            agent.name(),
+            SessionConfigRequest::default(),
+            Vec::new(),
+        )
+        .await
+        .map_err(AcpError::from)?,
+    };
+    if session.agent != agent.name() {
+        return Err(AcpError::invalid(
+            "agent_name",
+            format!(
+                "this session belongs to agent `{}`; a session's agent cannot change",
+                session.agent
+            ),
+        ));
+    }
+    let started = state
+        .engine
+        .start_turn(
+            &tenant,
+            &session.id,
+            TurnRequest {
+                agent_name: None,
+                agent: SessionConfigRequest::default(),
+                messages: vec![InputMessage::User { content }],
+                stream: StreamMode::Delta,
+                idempotency_key: None,
+                fingerprint: TurnRequest::fingerprint_of(&Value::Object(request.clone())),
+            },
+        )
+        .await
+        .map_err(|e| input_error(e, &origins))?;
+    let run = AcpRun {
+        id: started.turn.id.clone(),
+        tenant_id: tenant.clone(),
+        session_id: session.id.clone(),
+        turns: vec![started.turn.id.clone()],
+        cancelled_at: None,
+        created_at: started.turn.created_at,
+    };
+    state.store.insert_acp_run(&tenant, &run).await?;
+    let run_id = run_uuid(&run.id);
+    let mut response = respond(&state, &run, started, mode, Cursor::After(-1)).await?;
+    set_run_id(&mut response, &run_id);
+    Ok(response)
+}
+
+/// Answers a request that started a turn of `run`, as `mode` asks.
+pub(super) async fn respond(
+    state: &AppState,
+    run: &AcpRun,
+    started: StartedTurn,
+    mode: Mode,
+    cursor: Cursor,
+) -> Result<HttpResponse, AcpError> {
+    match mode {
+        Mode::Stream => {
+            let identity = identity(state, run).await?;
+            let frames = stream(state, run, identity, Some(started), cursor);
+            Ok(sse_response(state, frames))
+        }
+        // A new run is `created` as the reference answers, whether or not it started.
+        Mode::Async if run.turns.len() == 1 => {
+            let created = super::render::RunRenderer::new(identity(state, run).await?);
+            Ok(HttpResponse::Accepted().json(created.run()))
+        }
+        Mode::Async => {
+            let (renderer, _) = replay(state, run).await?;
+            Ok(HttpResponse::Accepted().json(renderer.run()))
+        }
+        Mode::Sync => {
+            // Until the turn stops: completed, failed, cancelled or awaiting.
+            state
+                .engine
+                .follow_started(started)
+                .for_each(|_| async {})
+                .await;
+            let (renderer, _) = replay(state, run).await?;
+            Ok(HttpResponse::Ok().json(renderer.run()))
+        }
+    }
+}
+
+pub async fn get_run(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, AcpError> {
+    let tenant = auth?.tenant_id;
+    let run = load_run(&state, &tenant, &path).await?;
+    let (renderer, _) = replay(&state, &run).await?;
+    Ok(HttpResponse::Ok().json(renderer.run()))
+}

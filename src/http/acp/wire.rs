@@ -1,0 +1,213 @@
+//! ACP's objects as they go on the wire: every declared field present, nulls included, in
+//! the reference's order, so strict clients (acp-sdk validates with pydantic) accept them.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+/// ACP timestamps: RFC 3339 in UTC with microseconds, as the reference writes them.
+pub fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// A `MessagePart`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartObject {
+    pub name: Option<String>,
+    pub content_type: String,
+    pub content: Option<String>,
+    pub content_encoding: &'static str,
+    pub content_url: Option<String>,
+    pub metadata: Option<Value>,
+}
+
+impl PartObject {
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            name: None,
+            content_type: "text/plain".to_owned(),
+            content: Some(content.into()),
+            content_encoding: "plain",
+            content_url: None,
+            metadata: None,
+        }
+    }
+
+    /// A JSON part (tool calls and results, await requests).
+    pub fn json(name: Option<String>, value: &Value, metadata: Option<Value>) -> Self {
+        Self {
+            name,
+            content_type: "application/json".to_owned(),
+            content: Some(value.to_string()),
+            content_encoding: "plain",
+            content_url: None,
+            metadata,
+        }
+    }
+}
+
+/// A `Message`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MessageObject {
+    pub role: String,
+    pub parts: Vec<PartObject>,
+    pub created_at: Option<String>,
+    pub completed_at: Option<String>,
+}
+
+/// `{code, message, data}`: the HTTP error body, `Run.error` and the error event's error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorObject {
+    pub code: &'static str,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+/// A `MessageAwaitRequest`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AwaitRequest {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub message: MessageObject,
+}
+
+/// A run's lifecycle: created → in-progress → awaiting | completed | failed | cancelled;
+/// awaiting → in-progress (a resume) | cancelled. (The reference's `cancelling` never
+/// shows: a cancel answers once the run has stopped.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    Created,
+    InProgress,
+    Awaiting,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Created => "created",
+            RunStatus::InProgress => "in-progress",
+            RunStatus::Awaiting => "awaiting",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `Run`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunObject {
+    pub run_id: String,
+    pub agent_name: String,
+    pub session_id: String,
+    pub status: RunStatus,
+    pub await_request: Option<AwaitRequest>,
+    pub output: Vec<MessageObject>,
+    pub error: Option<ErrorObject>,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// The event types of the reference's closed `Event` union that agentry sends (its
+/// `error` event is never sent: a failure is `run.failed`, as the reference does).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type")]
+pub enum EventObject {
+    #[serde(rename = "run.created")]
+    RunCreated { run: RunObject },
+    #[serde(rename = "run.in-progress")]
+    RunInProgress { run: RunObject },
+    #[serde(rename = "run.awaiting")]
+    RunAwaiting { run: RunObject },
+    #[serde(rename = "run.completed")]
+    RunCompleted { run: RunObject },
+    #[serde(rename = "run.failed")]
+    RunFailed { run: RunObject },
+    #[serde(rename = "run.cancelled")]
+    RunCancelled { run: RunObject },
+    #[serde(rename = "message.created")]
+    MessageCreated { message: MessageObject },
+    #[serde(rename = "message.part")]
+    MessagePart { part: PartObject },
+    #[serde(rename = "message.completed")]
+    MessageCompleted { message: MessageObject },
+    #[serde(rename = "generic")]
+    Generic { generic: Value },
+}
+
+impl EventObject {
+    /// The event announcing `run` in its status.
+    pub fn for_run(run: RunObject) -> Self {
+        match run.status {
+            RunStatus::Created => EventObject::RunCreated { run },
+            RunStatus::InProgress => EventObject::RunInProgress { run },
+            RunStatus::Awaiting => EventObject::RunAwaiting { run },
+            RunStatus::Completed => EventObject::RunCompleted { run },
+            RunStatus::Failed => EventObject::RunFailed { run },
+            RunStatus::Cancelled => EventObject::RunCancelled { run },
+        }
+    }
+
+    #[cfg(test)]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventObject::RunCreated { .. } => "run.created",
+            EventObject::RunInProgress { .. } => "run.in-progress",
+            EventObject::RunAwaiting { .. } => "run.awaiting",
+            EventObject::RunCompleted { .. } => "run.completed",
+            EventObject::RunFailed { .. } => "run.failed",
+            EventObject::RunCancelled { .. } => "run.cancelled",
+            EventObject::MessageCreated { .. } => "message.created",
+            EventObject::MessagePart { .. } => "message.part",
+            EventObject::MessageCompleted { .. } => "message.completed",
+            EventObject::Generic { .. } => "generic",
+        }
+    }
+}
+
+/// An `AgentManifest`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentManifest {
+    pub name: String,
+    pub description: String,
+    pub metadata: Value,
+    pub input_content_types: Vec<String>,
+    pub output_content_types: Vec<String>,
+}
+
+/// A `Session` descriptor.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionObject {
+    pub id: String,
+    pub history: Vec<String>,
+    pub state: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_and_events_serialize_as_the_reference_does() {
+        assert_eq!(
+            serde_json::to_string(&PartObject::text("Howdy!")).unwrap(),
+            r#"{"name":null,"content_type":"text/plain","content":"Howdy!","content_encoding":"plain","content_url":null,"metadata":null}"#
+        );
+        let event = EventObject::MessagePart {
+            part: PartObject::text("x"),
+        };
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(value["type"], "message.part");
+        assert_eq!(event.kind(), "message.part");
+    }
+}
