@@ -1,7 +1,7 @@
 //! A small MCP server on stdio, for agentry's tests: `add` (two numbers), `echo`, `count`
 //! (a `label`; appends a line to the file named by `MCP_FIXTURE_COUNT_FILE`, so a test can
 //! tell how often it ran), `fail` (an error result), and `grow` (adds a tool `extra` and says the list
-//! changed), `sleep` (answers after `seconds`). It writes its process id to `MCP_FIXTURE_PID_FILE` when that is set.
+//! changed), `env` (the names of its environment variables), `sleep` (answers after `seconds`). It writes its process id to `MCP_FIXTURE_PID_FILE` when that is set.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,6 +66,11 @@ impl Fixture {
             Tool::new(
                 "grow",
                 "Adds the tool `extra`.",
+                schema(json!({"type": "object", "properties": {}})),
+            ),
+            Tool::new(
+                "env",
+                "Names the environment variables it was started with.",
                 schema(json!({"type": "object", "properties": {}})),
             ),
             Tool::new(
@@ -151,6 +156,13 @@ impl ServerHandler for Fixture {
                 Ok(text("grown"))
             }
             "extra" if self.grown.load(Ordering::Acquire) => Ok(text("extra!")),
+            "env" => {
+                let mut names: Vec<String> = std::env::vars_os()
+                    .map(|(name, _)| name.to_string_lossy().into_owned())
+                    .collect();
+                names.sort();
+                Ok(text(names.join(" ")))
+            }
             "sleep" => {
                 let seconds = arguments
                     .get("seconds")

@@ -17,7 +17,8 @@ pub struct McpServerSettings {
     pub command: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
-    /// Environment variables set for the program, beside agentry's own.
+    /// The program's environment variables, beside the few it inherits from agentry's
+    /// (`HOME`, `PATH`, …: see the MCP connector).
     #[serde(default)]
     pub env: BTreeMap<String, Secret>,
     /// The program's working directory; default: agentry's.

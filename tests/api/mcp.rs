@@ -501,7 +501,9 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
     assert_eq!(meta.body["agents"][1]["name"], "all");
     assert_eq!(
         listed(&meta.body),
-        ["fx.add", "fx.echo", "fx.count", "fx.grow", "fx.sleep"]
+        [
+            "fx.add", "fx.echo", "fx.count", "fx.grow", "fx.env", "fx.sleep"
+        ]
     );
 
     let (_, token) = app.new_tenant().await;
@@ -553,7 +555,7 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
     assert_eq!(
         listed(&meta.body),
         [
-            "fx.add", "fx.echo", "fx.count", "fx.grow", "fx.sleep", "fx.extra"
+            "fx.add", "fx.echo", "fx.count", "fx.grow", "fx.env", "fx.sleep", "fx.extra"
         ]
     );
     let agent = app.state.agents.get("all").unwrap();
@@ -565,6 +567,44 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
             .unwrap()
             .is_mcp_tool("calculator")
     );
+}
+
+#[tokio::test]
+async fn a_stdio_program_gets_its_own_environment_not_agentrys() {
+    // cargo sets these for every test process, so agentry has them to pass on or not.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    assert!(std::env::var_os("PATH").is_some());
+    let setup = Setup::start().await;
+    let (app, model) = (&setup.app, &setup.model);
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "all", "tools": [{"name": "fx.env", "trust": true}]}}),
+        )
+        .await;
+    model.push(Reply::Stream(vec![
+        call("e", "fx_env", "{}"),
+        finish("tool_calls"),
+    ]));
+    model.push(Reply::Stream(vec![text("Seen."), finish("stop")]));
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("env")]}),
+        )
+        .await;
+    let names: Vec<&str> = reply.body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a tool result: {}", reply.text))
+        .split(' ')
+        .collect();
+    assert!(names.contains(&"PATH"), "{names:?}");
+    assert!(names.contains(&"MCP_FIXTURE_COUNT_FILE"), "{names:?}");
+    assert!(names.contains(&"MCP_FIXTURE_PID_FILE"), "{names:?}");
+    assert!(!names.contains(&"CARGO_MANIFEST_DIR"), "{names:?}");
+    assert!(!names.contains(&"TEST_POSTGRES_URL"), "{names:?}");
 }
 
 #[tokio::test]

@@ -16,6 +16,13 @@ use tokio::sync::Notify;
 use super::McpTool;
 use crate::config::McpServerSettings;
 
+/// What a stdio server's program inherits from agentry's environment: enough to find and
+/// run programs, and nothing of agentry's own (its secrets key, its database URL). Anything
+/// else it needs is given in its `env`.
+const INHERITED_ENV: [&str; 10] = [
+    "HOME", "LANG", "LC_ALL", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER",
+];
+
 /// agentry's side of the session: it only listens for `notifications/tools/list_changed`.
 pub(super) struct Listener {
     pub changed: Arc<Notify>,
@@ -45,7 +52,12 @@ pub(super) async fn connect(
     match (&settings.command, &settings.url) {
         (Some(command), _) => {
             let mut program = tokio::process::Command::new(command);
-            program.args(&settings.args);
+            program.args(&settings.args).env_clear();
+            for name in INHERITED_ENV {
+                if let Some(value) = std::env::var_os(name) {
+                    program.env(name, value);
+                }
+            }
             for (name, value) in &settings.env {
                 program.env(name, value.expose());
             }
