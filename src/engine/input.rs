@@ -1,6 +1,6 @@
 //! What a turn request brings: a user message, or answers to pending tool calls.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
@@ -61,8 +61,9 @@ pub struct PendingCall {
 /// Tool calls of the history still waiting for a result: `tool_use` blocks with no tool
 /// message answering them.
 pub fn pending_tool_calls(history: &[HistoryMessage]) -> Vec<PendingCall> {
-    let mut pending = Vec::new();
-    let mut answered = HashSet::new();
+    // In order: a tool message answers the latest call with its id, so a model that uses
+    // the same ids turn after turn (`call_0`, …) still has its new calls awaited.
+    let mut pending: Vec<PendingCall> = Vec::new();
     for message in history {
         match message {
             HistoryMessage::Assistant {
@@ -75,6 +76,7 @@ pub fn pending_tool_calls(history: &[HistoryMessage]) -> Vec<PendingCall> {
                         input,
                     } = block
                     {
+                        pending.retain(|call| call.id != *tool_call_id);
                         pending.push(PendingCall {
                             id: tool_call_id.clone(),
                             name: name.clone(),
@@ -84,12 +86,11 @@ pub fn pending_tool_calls(history: &[HistoryMessage]) -> Vec<PendingCall> {
                 }
             }
             HistoryMessage::Tool { tool_call_id, .. } => {
-                answered.insert(tool_call_id.clone());
+                pending.retain(|call| call.id != *tool_call_id);
             }
             _ => {}
         }
     }
-    pending.retain(|call| !answered.contains(&call.id));
     pending
 }
 
@@ -204,6 +205,35 @@ mod tests {
         let pending = pending_tool_calls(&history);
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].id, "b");
+    }
+
+    #[test]
+    fn a_call_id_used_again_in_a_later_turn_is_pending_again() {
+        let answer = |id: &str| HistoryMessage::Tool {
+            tool_call_id: id.into(),
+            content: Content::Text("ok".into()),
+        };
+        let mut history = vec![
+            HistoryMessage::Assistant {
+                content: Content::Blocks(vec![tool_use("call_0"), tool_use("call_1")]),
+            },
+            answer("call_0"),
+            answer("call_1"),
+            HistoryMessage::User {
+                content: Content::Text("again".into()),
+            },
+            HistoryMessage::Assistant {
+                content: Content::Blocks(vec![tool_use("call_0"), tool_use("call_1")]),
+            },
+        ];
+        let ids = |h: &[HistoryMessage]| -> Vec<String> {
+            pending_tool_calls(h).into_iter().map(|c| c.id).collect()
+        };
+        assert_eq!(ids(&history), ["call_0", "call_1"]);
+        history.push(answer("call_1"));
+        assert_eq!(ids(&history), ["call_0"]);
+        history.push(answer("call_0"));
+        assert!(ids(&history).is_empty());
     }
 
     #[test]

@@ -420,6 +420,60 @@ async fn client_tools_stop_the_turn_and_their_results_resume_it() {
 }
 
 #[tokio::test]
+async fn a_model_that_reuses_call_ids_turn_after_turn_is_awaited_each_time() {
+    // Some OpenAI-compatible servers number calls per response (`call_0`, …).
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let lookup = json!({"name": "lookup", "description": "Looks things up.",
+                        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}});
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "gpt"}, "tools": [lookup]}))
+        .await;
+    let path = format!("/sessions/{session}/turns");
+    for (round, question) in ["Cats?", "Dogs?"].into_iter().enumerate() {
+        server.push(Reply::Stream(vec![
+            tool_fragment(0, Some("call_0"), Some("lookup"), "{\"q\":\"x\"}"),
+            finish("tool_calls"),
+        ]));
+        let asked = app
+            .post(&path, &token, json!({"messages": [user(question)]}))
+            .await;
+        assert_eq!(
+            asked.status,
+            StatusCode::OK,
+            "round {round}: {}",
+            asked.text
+        );
+        assert_eq!(asked.body["stopReason"], "tool_use", "round {round}");
+
+        // The call is pending: a user message is refused, naming it.
+        let early = app
+            .post(&path, &token, json!({"messages": [user("never mind")]}))
+            .await;
+        assert_eq!(early.status, StatusCode::BAD_REQUEST, "round {round}");
+        assert!(early.text.contains("call_0"), "{}", early.text);
+
+        server.push(Reply::Stream(vec![text("Done."), finish("stop")]));
+        let answered = app
+            .post(
+                &path,
+                &token,
+                json!({"messages": [{"role": "tool", "toolCallId": "call_0", "content": "found"}]}),
+            )
+            .await;
+        assert_eq!(
+            answered.status,
+            StatusCode::OK,
+            "round {round}: {}",
+            answered.text
+        );
+        assert_eq!(answered.body["stopReason"], "end_turn");
+    }
+    assert_eq!(server.requests().len(), 4);
+}
+
+#[tokio::test]
 async fn a_call_to_a_tool_that_does_not_exist_is_answered_for_the_model() {
     let server = ScriptedOpenAi::start().await;
     let app = app_with_gpt(&server).await;
