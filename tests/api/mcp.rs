@@ -259,6 +259,88 @@ async fn a_model_calls_an_mcp_tool_by_its_safe_name_and_its_result_is_stored_and
 }
 
 #[tokio::test]
+async fn an_anthropic_model_calls_an_mcp_tool_by_its_safe_name() {
+    let model = ScriptedOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = mcp_config(
+        &model.url,
+        &dir.path().join("count"),
+        &dir.path().join("pid"),
+    ) + &format!(
+        r#"
+[[agents]]
+name = "claude"
+provider = "anthropic"
+base_url = "{}"
+model = "claude-test"
+max_retries = 0
+
+[[agents.tools]]
+name = "fx.add"
+"#,
+        model.url
+    );
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    assert!(
+        app.state
+            .mcp
+            .wait_for("fx", Duration::from_secs(30), |tools| tools.is_some())
+            .await
+    );
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "claude", "tools": [{"name": "fx.add", "trust": true}]}}),
+        )
+        .await;
+    model.push(Reply::Events(vec![
+        ("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 20, "output_tokens": 1}}})),
+        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "tu_1", "name": "fx_add", "input": {}}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a\": 40,"}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": " \"b\": 2}"}})),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}})),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]));
+    model.push(Reply::Events(vec![
+        ("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 30, "output_tokens": 1}}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "42."}})),
+        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}})),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]));
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("40 + 2?")]}),
+        )
+        .await;
+    assert_eq!(reply.body["stopReason"], "end_turn", "{}", reply.text);
+    assert_eq!(
+        reply.body["messages"][0]["content"][0],
+        json!({"type": "tool_use", "toolCallId": "tu_1", "name": "fx.add", "input": {"a": 40, "b": 2}})
+    );
+    assert_eq!(
+        reply.body["messages"][1],
+        json!({"role": "tool", "toolCallId": "tu_1", "content": "42"})
+    );
+
+    let requests = model.requests();
+    assert_eq!(requests[0].body["tools"][0]["name"], "fx_add");
+    assert_eq!(
+        requests[0].body["tools"][0]["input_schema"]["required"],
+        json!(["a", "b"])
+    );
+    let sent = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(sent[1]["content"][0]["name"], "fx_add");
+    assert_eq!(
+        sent[2]["content"][0],
+        json!({"type": "tool_result", "tool_use_id": "tu_1", "content": [{"type": "text", "text": "42"}]})
+    );
+}
+
+#[tokio::test]
 async fn invalid_arguments_are_answered_for_the_model_and_the_tool_is_not_called() {
     let setup = Setup::start().await;
     let (app, model) = (&setup.app, &setup.model);
