@@ -4,6 +4,7 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
+COPY benches ./benches
 COPY migrations ./migrations
 COPY config ./config
 RUN cargo build --release --locked --bin agentry

@@ -80,3 +80,52 @@ fn the_image_runs_the_binary_with_the_docker_configuration() {
     let version = |v: &str| -> Vec<u32> { v.split('.').map(|p| p.parse().unwrap()).collect() };
     assert!(version(image) >= version(wanted), "rust:{image} < {wanted}");
 }
+
+/// Cargo refuses a manifest whose declared targets are missing, so the build stage must copy
+/// every file `Cargo.toml` names: the library, the binaries, the build script, the benches.
+#[test]
+fn the_build_stage_copies_every_target_the_manifest_declares() {
+    let dockerfile = std::fs::read_to_string("Dockerfile").unwrap();
+    let build_stage: Vec<&str> = dockerfile
+        .split("\nFROM ")
+        .nth(1)
+        .expect("a build stage")
+        .lines()
+        .filter_map(|l| l.strip_prefix("COPY "))
+        .filter(|l| !l.starts_with("--from"))
+        .flat_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words[..words.len() - 1].to_vec()
+        })
+        .collect();
+    let manifest = std::fs::read_to_string("Cargo.toml").unwrap();
+    let mut needed = vec!["Cargo.toml".to_owned(), "Cargo.lock".to_owned()];
+    if std::path::Path::new("build.rs").exists() {
+        needed.push("build.rs".into());
+    }
+    let mut section = "";
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if let Some(path) = line.strip_prefix("path = \"") {
+            needed.push(path.trim_end_matches('"').to_owned());
+        } else if section == "[[bench]]"
+            && let Some(name) = line.strip_prefix("name = \"")
+        {
+            needed.push(format!("benches/{}.rs", name.trim_end_matches('"')));
+        }
+    }
+    assert!(
+        needed.iter().any(|p| p.starts_with("benches/")),
+        "{needed:?}"
+    );
+    for path in &needed {
+        assert!(std::path::Path::new(path).exists(), "{path} exists");
+        assert!(
+            build_stage
+                .iter()
+                .any(|copied| path == copied || path.starts_with(&format!("{copied}/"))),
+            "the Dockerfile's build stage does not copy {path} (it copies {build_stage:?})"
+        );
+    }
+}
