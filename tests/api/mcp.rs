@@ -126,6 +126,33 @@ fn call(id: &str, name: &str, arguments: &str) -> Value {
     tool_fragment(0, Some(id), Some(name), arguments)
 }
 
+impl Setup {
+    /// A new session of agent `all` with `tool` trusted, and a turn in which the model calls
+    /// it (by its safe name, without arguments) and then answers: the turn's reply.
+    async fn call_trusted(&self, token: &str, tool: &str) -> crate::helpers::Reply {
+        let session = self
+            .app
+            .create_session(
+                token,
+                json!({"agent": {"name": "all", "tools": [{"name": tool, "trust": true}]}}),
+            )
+            .await;
+        self.model.push(Reply::Stream(vec![
+            call("c", &tool.replace('.', "_"), "{}"),
+            finish("tool_calls"),
+        ]));
+        self.model
+            .push(Reply::Stream(vec![text("Done."), finish("stop")]));
+        self.app
+            .post(
+                &format!("/sessions/{session}/turns"),
+                token,
+                json!({"messages": [user(tool)]}),
+            )
+            .await
+    }
+}
+
 #[tokio::test]
 async fn exposed_mcp_tools_are_listed_in_meta_with_the_servers_schema() {
     let setup = Setup::start().await;
@@ -570,7 +597,7 @@ async fn a_server_whose_program_dies_loses_its_tools_until_it_is_restarted() {
 #[tokio::test]
 async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_tools() {
     let setup = Setup::start().await;
-    let (app, model) = (&setup.app, &setup.model);
+    let app = &setup.app;
     let listed = |meta: &Value| -> Vec<String> {
         meta["agents"][1]["tools"]
             .as_array()
@@ -601,24 +628,7 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
         StatusCode::BAD_REQUEST,
         "tools are enabled by name"
     );
-    let session = app
-        .create_session(
-            &token,
-            json!({"agent": {"name": "all", "tools": [{"name": "fx.grow", "trust": true}]}}),
-        )
-        .await;
-    model.push(Reply::Stream(vec![
-        call("g", "fx_grow", "{}"),
-        finish("tool_calls"),
-    ]));
-    model.push(Reply::Stream(vec![text("Grown."), finish("stop")]));
-    let reply = app
-        .post(
-            &format!("/sessions/{session}/turns"),
-            &token,
-            json!({"messages": [user("grow")]}),
-        )
-        .await;
+    let reply = setup.call_trusted(&token, "fx.grow").await;
     assert_eq!(
         reply.body["messages"][1]["content"], "grown",
         "{}",
@@ -657,26 +667,9 @@ async fn a_stdio_program_gets_its_own_environment_not_agentrys() {
     assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
     assert!(std::env::var_os("PATH").is_some());
     let setup = Setup::start().await;
-    let (app, model) = (&setup.app, &setup.model);
+    let app = &setup.app;
     let (_, token) = app.new_tenant().await;
-    let session = app
-        .create_session(
-            &token,
-            json!({"agent": {"name": "all", "tools": [{"name": "fx.env", "trust": true}]}}),
-        )
-        .await;
-    model.push(Reply::Stream(vec![
-        call("e", "fx_env", "{}"),
-        finish("tool_calls"),
-    ]));
-    model.push(Reply::Stream(vec![text("Seen."), finish("stop")]));
-    let reply = app
-        .post(
-            &format!("/sessions/{session}/turns"),
-            &token,
-            json!({"messages": [user("env")]}),
-        )
-        .await;
+    let reply = setup.call_trusted(&token, "fx.env").await;
     let names: Vec<&str> = reply.body["messages"][1]["content"]
         .as_str()
         .unwrap_or_else(|| panic!("a tool result: {}", reply.text))
