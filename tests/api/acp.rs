@@ -164,18 +164,14 @@ content_type = "text/*"
         json!({"name": "/sources/*", "content_type": "{text/url,application/pdf}", "required": false})
     );
     assert!(strict.body["metadata"].get("license").unwrap().is_null());
-    let mut keys: Vec<&String> = strict.body.as_object().unwrap().keys().collect();
-    keys.sort();
-    assert_eq!(
-        keys,
-        [
-            "description",
-            "input_content_types",
-            "metadata",
-            "name",
-            "output_content_types"
-        ]
+    // Keys in the reference's order (agents.txt, agent_echo.txt), nulls included.
+    let metadata_tail = r#"},"documentation":null,"license":null,"programming_language":null,"natural_languages":null,"framework":null,"capabilities":null,"domains":null,"tags":null,"created_at":null,"updated_at":null,"author":null,"contributors":null,"links":null,"dependencies":null,"recommended_models":null},"#;
+    let manifest = format!(
+        r#"{{"name":"strict","description":"Takes text and sources.","metadata":{{"annotations":{{"agentry":{{"title":null,"version":{version},"input_schema":[{{"name":null,"content_type":"text/plain","required":true}},{{"name":"/sources/*","content_type":"{{text/url,application/pdf}}","required":false}}],"output_schema":[{{"name":null,"content_type":"text/*","required":false}}]}}{metadata_tail}"input_content_types":["text/plain","text/url","application/pdf"],"output_content_types":["text/*"]}}"#,
+        version = strict.body["metadata"]["annotations"]["agentry"]["version"],
     );
+    assert_eq!(strict.text, manifest);
+    assert_eq!(agents.text, format!(r#"{{"agents":[{manifest}]}}"#));
 
     let missing = app.get("/acp/agents/nope", &token).await;
     assert_acp_error(&missing, StatusCode::NOT_FOUND, "not_found");
@@ -337,8 +333,29 @@ async fn a_streamed_run_sends_the_reference_event_sequence_with_ids() {
     let completed = &frames[frames.len() - 3].data["message"];
     assert_eq!(completed["parts"], done["output"][0]["parts"]);
 
-    // The events list is the same sequence, as JSON.
+    // The events list is the same sequence, as JSON, each event's keys in the reference's
+    // order (run_events.txt) and trajectory metadata complete (run_stream_parts.txt).
     let listed = app.get(&format!("/acp/runs/{run_id}/events"), &token).await;
+    assert!(
+        listed.text.starts_with(&format!(
+            r#"{{"events":[{{"type":"run.created","run":{{"run_id":"{run_id}","agent_name":"thinker","session_id":"#
+        )),
+        "{}",
+        listed.text
+    );
+    for expected in [
+        r#"{"type":"message.created","message":{"role":"agent/thinker","parts":[],"created_at":""#,
+        r#"{"type":"message.part","part":{"name":null,"content_type":"text/plain","content":null,"content_encoding":"plain","content_url":null,"metadata":{"kind":"trajectory","message":""#,
+        r#"","tool_name":null,"tool_input":null,"tool_output":null}}}"#,
+        r#"{"type":"generic","generic":{"agentry":"#,
+        r#"{"type":"run.completed","run":{"run_id":"#,
+    ] {
+        assert!(
+            listed.text.contains(expected),
+            "{expected} in {}",
+            listed.text
+        );
+    }
     let listed: Vec<Value> = listed.body["events"].as_array().unwrap().clone();
     let streamed: Vec<Value> = frames.iter().map(|f| f.data.clone()).collect();
     assert_eq!(listed, streamed);

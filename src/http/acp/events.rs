@@ -2,10 +2,10 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::error::AcpError;
 use super::replay::{Cursor, identity, load_run, replay, sse_response, stream};
+use super::wire::EventList;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::error::ApiError;
@@ -52,5 +52,5 @@ pub async fn run_events(
         .filter(|(seq, _)| *seq > after)
         .map(|(_, event)| event)
         .collect();
-    Ok(HttpResponse::Ok().json(json!({"events": events})))
+    Ok(HttpResponse::Ok().json(EventList { events }))
 }

@@ -17,8 +17,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::wire::{
-    AwaitRequest, ErrorObject, EventObject, MessageObject, PartObject, RunObject, RunStatus,
-    timestamp,
+    AwaitRequest, ErrorObject, EventObject, MessageObject, PartMetadata, PartObject, RunObject,
+    RunStatus, Trajectory, timestamp,
 };
 use crate::model::{Content, Event, EventData, StopReason, TurnError, TurnId, TurnStatus};
 
@@ -132,7 +132,7 @@ impl RunRenderer {
             EventData::ThinkingDelta { delta } => {
                 let part = PartObject {
                     content: None,
-                    metadata: Some(json!({"kind": "trajectory", "message": delta})),
+                    metadata: Some(PartMetadata::Trajectory(Trajectory::message(delta.clone()))),
                     ..PartObject::text("")
                 };
                 self.part(&mut out, event, Last::Thinking, part);
@@ -151,7 +151,11 @@ impl RunRenderer {
                 let part = PartObject::json(
                     None,
                     &json!({"id": tool_call_id, "name": name, "input": input}),
-                    Some(json!({"kind": "trajectory", "tool_name": name, "tool_input": input})),
+                    Some(PartMetadata::Trajectory(Trajectory::tool(
+                        Some(name.clone()),
+                        Some(Value::Object(input.clone())),
+                        None,
+                    ))),
                 );
                 self.part(&mut out, event, Last::Other, part);
             }
@@ -165,8 +169,11 @@ impl RunRenderer {
                 let part = PartObject::json(
                     None,
                     &json!({"id": tool_call_id, "output": output}),
-                    Some(json!({"kind": "trajectory", "tool_name": name,
-                                "tool_output": {"output": output}})),
+                    Some(PartMetadata::Trajectory(Trajectory::tool(
+                        name,
+                        None,
+                        Some(json!({"output": output})),
+                    ))),
                 );
                 self.part(&mut out, event, Last::Other, part);
             }
@@ -284,13 +291,16 @@ impl RunRenderer {
                 text.push_str(part.content.as_deref().unwrap_or_default());
             }
             (Last::Thinking, Last::Thinking, Some(previous)) => {
-                let delta = part.metadata.as_ref().map_or("", |m| {
-                    m.get("message").and_then(Value::as_str).unwrap_or_default()
-                });
-                if let Some(Value::String(thinking)) = previous
-                    .metadata
-                    .as_mut()
-                    .and_then(|m| m.get_mut("message"))
+                if let (
+                    Some(PartMetadata::Trajectory(Trajectory {
+                        message: Some(thinking),
+                        ..
+                    })),
+                    Some(PartMetadata::Trajectory(Trajectory {
+                        message: Some(delta),
+                        ..
+                    })),
+                ) = (previous.metadata.as_mut(), part.metadata.as_ref())
                 {
                     thinking.push_str(delta);
                 }
@@ -405,7 +415,10 @@ mod tests {
         assert_eq!(run.output[0].role, "agent/my-agent");
         let parts = &run.output[0].parts;
         assert_eq!(parts.len(), 2);
-        assert_eq!(parts[0].metadata.as_ref().unwrap()["message"], "hmm");
+        assert_eq!(
+            serde_json::to_string(&parts[0].metadata).unwrap(),
+            r#"{"kind":"trajectory","message":"hmm","tool_name":null,"tool_input":null,"tool_output":null}"#
+        );
         assert_eq!(parts[1].content.as_deref(), Some("Hello"));
     }
 }

@@ -105,6 +105,13 @@ async fn a_sync_run_awaits_its_calls_and_a_resume_answers_them() {
     assert_eq!(trajectory["kind"], "trajectory");
     assert_eq!(trajectory["tool_name"], "lookup");
     assert_eq!(trajectory["tool_input"], json!({"q": "x"}));
+    assert!(
+        awaiting.text.contains(
+            r#""metadata":{"kind":"trajectory","message":null,"tool_name":"lookup","tool_input":{"q":"x"},"tool_output":null}"#
+        ),
+        "{}",
+        awaiting.text
+    );
 
     server.push(Reply::Stream(vec![text("Found it."), finish("stop")]));
     let run_id = awaiting.body["run_id"].as_str().unwrap();
