@@ -458,22 +458,53 @@ async fn unknown_agents_runs_and_bad_input_get_the_acp_error_body() {
     assert_acp_error(&cancel, StatusCode::NOT_FOUND, "not_found");
 
     let empty = run(&app, &token, json!({"agent_name": "echo", "input": []})).await;
-    assert_acp_error(&empty, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&empty, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     let role = run(
         &app,
         &token,
         json!({"agent_name": "echo", "input": [{"role": "assistant", "parts": [{"content": "x"}]}]}),
     )
     .await;
-    assert_acp_error(&role, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&role, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert_eq!(role.body["data"]["field"], "input[0].role");
+    assert!(
+        role.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("must match"),
+        "{}",
+        role.text
+    );
+    // The reference takes agent roles in input; agentry keeps the history itself and names
+    // the message instead.
+    let agent_role = run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "input": [acp_user("x"),
+            {"role": "agent/echo", "parts": [{"content": "y"}]}]}),
+    )
+    .await;
+    assert_acp_error(
+        &agent_role,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+    );
+    assert_eq!(agent_role.body["data"]["field"], "input[1].role");
+    assert!(
+        agent_role.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("the session keeps"),
+        "{}",
+        agent_role.text
+    );
     let both = run(
         &app,
         &token,
         json!({"agent_name": "echo", "input": [{"parts": [{"content": "x", "content_url": "http://e.com/x"}]}]}),
     )
     .await;
-    assert_acp_error(&both, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&both, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     let mismatch = run(
         &app,
         &token,
@@ -546,7 +577,7 @@ content_type = "*/*"
         ]}]}),
     )
     .await;
-    assert_acp_error(&bad_name, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&bad_name, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert_eq!(bad_name.body["data"]["field"], "input[0].parts[1].name");
     assert!(
         bad_name.body["message"]
@@ -563,7 +594,7 @@ content_type = "*/*"
         ]}]}),
     )
     .await;
-    assert_acp_error(&outside, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&outside, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert_eq!(
         outside.body["data"]["field"],
         "input[0].parts[1] (`/notes/1`)"
@@ -584,7 +615,7 @@ content_type = "*/*"
         ]}]}),
     )
     .await;
-    assert_acp_error(&no_text, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&no_text, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert!(
         no_text.body["message"]
             .as_str()

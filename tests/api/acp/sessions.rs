@@ -90,7 +90,7 @@ async fn a_session_continues_across_runs_and_describes_its_history() {
         json!({"agent_name": "slow", "session_id": session, "input": [acp_user("x")]}),
     )
     .await;
-    assert_acp_error(&other, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&other, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
 }
 
 #[tokio::test]
