@@ -54,6 +54,8 @@ struct Call {
     id: String,
     name: String,
     input: serde_json::Map<String, Value>,
+    /// When the model made the call.
+    at: DateTime<Utc>,
 }
 
 #[derive(Debug)]
@@ -147,6 +149,7 @@ impl RunRenderer {
                     id: tool_call_id.clone(),
                     name: name.clone(),
                     input: input.clone(),
+                    at: event.created_at,
                 });
                 let part = PartObject::json(
                     None,
@@ -213,7 +216,7 @@ impl RunRenderer {
     fn stop(&mut self, stop_reason: StopReason, error: Option<&TurnError>, at: DateTime<Utc>) {
         if stop_reason == StopReason::ToolUse && error.is_none() && !self.calls.is_empty() {
             self.status = RunStatus::Awaiting;
-            self.await_request = Some(self.await_request_of());
+            self.await_request = Some(self.await_request_of(at));
             return;
         }
         self.calls.clear();
@@ -236,8 +239,9 @@ impl RunRenderer {
         }
     }
 
-    /// The calls the client must answer, one JSON part each.
-    fn await_request_of(&self) -> AwaitRequest {
+    /// The calls the client must answer, one JSON part each: a message created with the
+    /// first call and completed when the turn stopped (`at`).
+    fn await_request_of(&self, at: DateTime<Utc>) -> AwaitRequest {
         let parts = self
             .calls
             .iter()
@@ -260,8 +264,8 @@ impl RunRenderer {
             message: MessageObject {
                 role: self.role(),
                 parts,
-                created_at: None,
-                completed_at: None,
+                created_at: Some(timestamp(self.calls.first().map_or(at, |c| c.at))),
+                completed_at: Some(timestamp(at)),
             },
         }
     }

@@ -85,6 +85,16 @@ async fn a_sync_run_awaits_its_calls_and_a_resume_answers_them() {
     let request = &awaiting.body["await_request"];
     assert_eq!(request["type"], "message");
     assert_eq!(request["message"]["role"], "agent/gpt");
+    // Timestamped as the reference does (await_sync.txt): made with the first call,
+    // completed when the turn stopped.
+    let made = request["message"]["created_at"].as_str().unwrap();
+    let completed = request["message"]["completed_at"].as_str().unwrap();
+    assert!(
+        made.ends_with('Z') && made <= completed,
+        "{made} {completed}"
+    );
+    assert!(completed <= awaiting.body["output"][0]["completed_at"].as_str().unwrap());
+    assert!(made >= awaiting.body["created_at"].as_str().unwrap());
     let parts = request["message"]["parts"].as_array().unwrap();
     let names: Vec<&str> = parts.iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["/tool_calls/a", "/tool_calls/c"]);
