@@ -1,6 +1,7 @@
 //! A run's event log as ACP events, and the `Run` they build up. Rendering is a pure
 //! function of the log (plus a cancellation while awaiting), so a replay renders exactly
-//! what the live stream sent, and every frame carries the seq of the event it came from.
+//! what the live stream sent, and every frame carries a unique id: the seq of the event
+//! it came from and its place among that event's frames.
 //!
 //! - The first turn's start is `run.created` then `run.in-progress`; a resumed turn's
 //!   start is `run.in-progress`.
@@ -16,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::frame_id::FrameId;
 use super::wire::{
     AwaitRequest, ErrorObject, EventObject, MessageObject, PartMetadata, PartObject, RunObject,
     RunStatus, Trajectory, timestamp,
@@ -70,8 +72,9 @@ pub struct RunRenderer {
     await_request: Option<AwaitRequest>,
     error: Option<ErrorObject>,
     finished_at: Option<String>,
-    /// The seq of the last event rendered.
-    pub last_seq: i64,
+    /// The seq of the last event rendered, and how many frames it rendered to.
+    last_seq: i64,
+    last_frames: u32,
 }
 
 impl RunRenderer {
@@ -87,6 +90,7 @@ impl RunRenderer {
             error: None,
             finished_at: None,
             last_seq: 0,
+            last_frames: 0,
         }
     }
 
@@ -113,8 +117,8 @@ impl RunRenderer {
         agent_role(&self.identity.agent_name)
     }
 
-    /// The ACP events one engine event becomes (often none), each with its seq.
-    pub fn render(&mut self, event: &Event) -> Vec<(i64, EventObject)> {
+    /// The ACP events one engine event becomes (often none), each with its frame id.
+    pub fn render(&mut self, event: &Event) -> Vec<(FrameId, EventObject)> {
         self.last_seq = event.seq;
         let mut out = Vec::new();
         match &event.data {
@@ -198,11 +202,16 @@ impl RunRenderer {
                 out.push(EventObject::for_run(self.run()));
             }
         }
-        out.into_iter().map(|e| (event.seq, e)).collect()
+        self.last_frames = out.len() as u32;
+        out.into_iter()
+            .enumerate()
+            .map(|(k, e)| (FrameId::new(event.seq, k as u32), e))
+            .collect()
     }
 
     /// A run that awaited and was cancelled: `run.cancelled`, its await request cleared.
-    pub fn cancel_awaiting(&mut self, at: DateTime<Utc>) -> Option<(i64, EventObject)> {
+    /// Its frame follows the last event's.
+    pub fn cancel_awaiting(&mut self, at: DateTime<Utc>) -> Option<(FrameId, EventObject)> {
         if self.status != RunStatus::Awaiting {
             return None;
         }
@@ -210,7 +219,9 @@ impl RunRenderer {
         self.await_request = None;
         self.calls.clear();
         self.finished_at = Some(timestamp(at));
-        Some((self.last_seq, EventObject::for_run(self.run())))
+        let id = FrameId::new(self.last_seq, self.last_frames);
+        self.last_frames += 1;
+        Some((id, EventObject::for_run(self.run())))
     }
 
     fn stop(&mut self, stop_reason: StopReason, error: Option<&TurnError>, at: DateTime<Utc>) {
@@ -392,9 +403,11 @@ mod tests {
             },
         ];
         let mut kinds = Vec::new();
+        let mut ids = Vec::new();
         for (seq, data) in events.into_iter().enumerate() {
-            for (at, rendered) in renderer.render(&event(&turn, seq as i64 + 1, data)) {
-                assert_eq!(at, seq as i64 + 1);
+            for (id, rendered) in renderer.render(&event(&turn, seq as i64 + 1, data)) {
+                assert_eq!(id.seq, seq as i64 + 1);
+                ids.push(id.to_string());
                 kinds.push(rendered.kind());
             }
         }
@@ -412,6 +425,10 @@ mod tests {
                 "generic",
                 "run.completed"
             ]
+        );
+        assert_eq!(
+            ids,
+            ["1", "1.1", "3", "3.1", "4", "5", "6", "8", "8.1", "8.2"]
         );
         let run = renderer.run();
         assert_eq!(run.status, RunStatus::Completed);

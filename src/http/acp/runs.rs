@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::convert::{Origins, parse_input};
 use super::error::AcpError;
+use super::frame_id::FrameId;
 use super::replay::{
     Cursor, identity, load_run, replay, run_uuid, set_run_id, sse_response, stream,
 };
@@ -165,7 +166,7 @@ pub async fn create_run(
     };
     state.store.insert_acp_run(&tenant, &run).await?;
     let run_id = run_uuid(&run.id);
-    let mut response = respond(&state, &run, started, mode, Cursor::After(-1)).await?;
+    let mut response = respond(&state, &run, started, mode, Cursor::After(FrameId::START)).await?;
     set_run_id(&mut response, &run_id);
     Ok(response)
 }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use super::frames::SseReader;
 use super::{acp_user, assert_acp_error, output_text, post_raw, reply_of, run, types};
 use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_on};
 use crate::scripted::{Reply, ScriptedOpenAi, finish, text, tool_fragment};
-use crate::sse::SseReader;
 
 async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
     let config = format!(
@@ -235,8 +235,8 @@ async fn a_streamed_run_ends_at_awaiting_and_a_streamed_resume_carries_on() {
     assert_eq!(done["status"], "completed");
     assert!(output_text(done).ends_with("Done."));
     // Resumed frames continue the ids of the run's events.
-    let last_before = frames.last().unwrap().id.unwrap();
-    assert!(resumed.iter().all(|f| f.id.unwrap() > last_before));
+    let last_before = frames.last().unwrap().seq();
+    assert!(resumed.iter().all(|f| f.seq() > last_before));
     // The events list holds both turns.
     let listed = app.get(&format!("/acp/runs/{run_id}/events"), &token).await;
     assert_eq!(
