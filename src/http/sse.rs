@@ -16,6 +16,17 @@ pub struct Frame {
     pub data: String,
 }
 
+/// What an SSE response writes: one encoded frame.
+pub trait Encode {
+    fn encode(&self) -> String;
+}
+
+impl Encode for Frame {
+    fn encode(&self) -> String {
+        Frame::encode(self)
+    }
+}
+
 impl Frame {
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(self.data.len() + 48);
@@ -37,8 +48,8 @@ impl Frame {
 
 /// A `text/event-stream` response of `frames`, with a comment every `keep_alive` of silence.
 /// The stream ends when `frames` does; a client that leaves drops it.
-pub fn response(
-    frames: impl Stream<Item = Frame> + 'static,
+pub fn response<F: Encode + 'static>(
+    frames: impl Stream<Item = F> + 'static,
     keep_alive: Duration,
     turn_id: Option<&str>,
 ) -> HttpResponse {
@@ -51,7 +62,7 @@ pub fn response(
                 ready = frames.next() => match ready {
                     Some(ready) => {
                         idle.reset();
-                        let chunk: String = ready.iter().map(Frame::encode).collect();
+                        let chunk: String = ready.iter().map(Encode::encode).collect();
                         yield Ok::<_, Infallible>(Bytes::from(chunk));
                     }
                     None => break,

@@ -2,6 +2,7 @@
 //! its wire shapes as the reference's captures show them.
 
 mod await_resume;
+mod frames;
 mod lifecycle;
 mod sessions;
 
@@ -11,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{Reply, TestApp, TestDb, spawn_app, spawn_app_on};
-use crate::sse::{Frame, SseReader};
+use frames::{Frame, SseReader};
 
 /// `{"role": "user", "parts": [{"content": text}]}` as acp-sdk sends it, nulls included.
 pub fn acp_user(text: &str) -> Value {
@@ -68,6 +69,18 @@ pub fn types(frames: &[Frame]) -> Vec<String> {
         .iter()
         .map(|f| f.data["type"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// A frame's id as `(seq, k)`: `3` is `(3, 0)`, `3.1` is `(3, 1)`.
+pub fn frame_id(frame: &Frame) -> (i64, u32) {
+    let id = frame.id.as_deref().expect("an id");
+    let (seq, k) = id.split_once('.').unwrap_or((id, "0"));
+    let k: u32 = k.parse().expect("a frame index");
+    assert!(
+        k > 0 || !id.contains('.'),
+        "{id}: the first frame is the bare seq"
+    );
+    (seq.parse().expect("a seq"), k)
 }
 
 /// The concatenated text of a run's output.
@@ -164,18 +177,14 @@ content_type = "text/*"
         json!({"name": "/sources/*", "content_type": "{text/url,application/pdf}", "required": false})
     );
     assert!(strict.body["metadata"].get("license").unwrap().is_null());
-    let mut keys: Vec<&String> = strict.body.as_object().unwrap().keys().collect();
-    keys.sort();
-    assert_eq!(
-        keys,
-        [
-            "description",
-            "input_content_types",
-            "metadata",
-            "name",
-            "output_content_types"
-        ]
+    // Keys in the reference's order (agents.txt, agent_echo.txt), nulls included.
+    let metadata_tail = r#"},"documentation":null,"license":null,"programming_language":null,"natural_languages":null,"framework":null,"capabilities":null,"domains":null,"tags":null,"created_at":null,"updated_at":null,"author":null,"contributors":null,"links":null,"dependencies":null,"recommended_models":null},"#;
+    let manifest = format!(
+        r#"{{"name":"strict","description":"Takes text and sources.","metadata":{{"annotations":{{"agentry":{{"title":null,"version":{version},"input_schema":[{{"name":null,"content_type":"text/plain","required":true}},{{"name":"/sources/*","content_type":"{{text/url,application/pdf}}","required":false}}],"output_schema":[{{"name":null,"content_type":"text/*","required":false}}]}}{metadata_tail}"input_content_types":["text/plain","text/url","application/pdf"],"output_content_types":["text/*"]}}"#,
+        version = strict.body["metadata"]["annotations"]["agentry"]["version"],
     );
+    assert_eq!(strict.text, manifest);
+    assert_eq!(agents.text, format!(r#"{{"agents":[{manifest}]}}"#));
 
     let missing = app.get("/acp/agents/nope", &token).await;
     assert_acp_error(&missing, StatusCode::NOT_FOUND, "not_found");
@@ -295,9 +304,11 @@ async fn a_streamed_run_sends_the_reference_event_sequence_with_ids() {
             .all(|k| k == "message.part"),
         "{kinds:?}"
     );
-    // Every frame carries the seq of its event, never decreasing.
-    let ids: Vec<i64> = frames.iter().map(|f| f.id.expect("an id")).collect();
-    assert!(ids.windows(2).all(|w| w[0] <= w[1]), "{ids:?}");
+    // Every frame carries its own id: its event's seq, then its place among the event's
+    // frames (`<seq>`, `<seq>.1`, …), increasing.
+    let ids: Vec<(i64, u32)> = frames.iter().map(frame_id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    assert_eq!(ids[1], (ids[0].0, 1));
     assert_eq!(frames[0].data["run"]["status"], "created");
     assert_eq!(frames[0].data["run"]["run_id"], run_id.as_str());
     assert_eq!(frames[1].data["run"]["status"], "in-progress");
@@ -337,11 +348,36 @@ async fn a_streamed_run_sends_the_reference_event_sequence_with_ids() {
     let completed = &frames[frames.len() - 3].data["message"];
     assert_eq!(completed["parts"], done["output"][0]["parts"]);
 
-    // The events list is the same sequence, as JSON.
+    // The events list is the same sequence, as JSON, each event's keys in the reference's
+    // order (run_events.txt) and trajectory metadata complete (run_stream_parts.txt).
     let listed = app.get(&format!("/acp/runs/{run_id}/events"), &token).await;
+    assert!(
+        listed.text.starts_with(&format!(
+            r#"{{"events":[{{"type":"run.created","run":{{"run_id":"{run_id}","agent_name":"thinker","session_id":"#
+        )),
+        "{}",
+        listed.text
+    );
+    for expected in [
+        r#"{"type":"message.created","message":{"role":"agent/thinker","parts":[],"created_at":""#,
+        r#"{"type":"message.part","part":{"name":null,"content_type":"text/plain","content":null,"content_encoding":"plain","content_url":null,"metadata":{"kind":"trajectory","message":""#,
+        r#"","tool_name":null,"tool_input":null,"tool_output":null}}}"#,
+        r#"{"type":"generic","generic":{"agentry":"#,
+        r#"{"type":"run.completed","run":{"run_id":"#,
+    ] {
+        assert!(
+            listed.text.contains(expected),
+            "{expected} in {}",
+            listed.text
+        );
+    }
+    let listed_text = listed.text.clone();
     let listed: Vec<Value> = listed.body["events"].as_array().unwrap().clone();
     let streamed: Vec<Value> = frames.iter().map(|f| f.data.clone()).collect();
     assert_eq!(listed, streamed);
+    // Byte for byte: the list holds the frames' data as sent.
+    let raw: Vec<&str> = frames.iter().map(|f| f.text.as_str()).collect();
+    assert_eq!(listed_text, format!(r#"{{"events":[{}]}}"#, raw.join(",")));
 }
 
 #[tokio::test]
@@ -354,12 +390,8 @@ async fn events_resume_after_a_cursor_as_a_list_or_a_stream() {
         json!({"agent_name": "slow", "input": [acp_user("abcd")]}),
     )
     .await;
-    let middle = frames[4].id.unwrap();
-    let expected: Vec<Value> = frames
-        .iter()
-        .filter(|f| f.id.unwrap() > middle)
-        .map(|f| f.data.clone())
-        .collect();
+    let middle = frames[4].id.clone().unwrap();
+    let expected: Vec<Value> = frames[5..].iter().map(|f| f.data.clone()).collect();
     assert!(!expected.is_empty());
     let listed = app
         .get(&format!("/acp/runs/{run_id}/events?after={middle}"), &token)
@@ -371,7 +403,7 @@ async fn events_resume_after_a_cursor_as_a_list_or_a_stream() {
             .get(app.url(&format!("/acp/runs/{run_id}/events")))
             .bearer_auth(&token)
             .header("Accept", "text/event-stream")
-            .header("Last-Event-ID", middle.to_string())
+            .header("Last-Event-ID", middle.as_str())
             .send()
             .await
             .unwrap(),
@@ -403,6 +435,86 @@ async fn events_resume_after_a_cursor_as_a_list_or_a_stream() {
     assert_eq!(types(&live)[0], "run.created");
     assert_eq!(live.last().unwrap().data["type"], "run.completed");
     assert_eq!(output_text(&live.last().unwrap().data["run"]), "xyz");
+}
+
+/// The run's events after `after`, as the JSON list (raw data of each event) and as SSE
+/// resumed with `Last-Event-ID` (raw data and ids).
+async fn resume_after(
+    app: &TestApp,
+    token: &str,
+    run_id: &str,
+    after: &str,
+) -> (String, Vec<Frame>) {
+    let listed = app
+        .get(&format!("/acp/runs/{run_id}/events?after={after}"), token)
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
+    let resumed = SseReader::new(
+        app.client
+            .get(app.url(&format!("/acp/runs/{run_id}/events")))
+            .bearer_auth(token)
+            .header("Accept", "text/event-stream")
+            .header("Last-Event-ID", after)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .collect()
+    .await;
+    (listed.text, resumed)
+}
+
+#[tokio::test]
+async fn a_stream_resumed_after_any_frame_id_yields_exactly_the_rest() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let (run_id, frames) = run_stream(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "input": [acp_user("Howdy!")]}),
+    )
+    .await;
+    // The turn's start renders to two frames: `run.created` and `run.in-progress`.
+    assert_eq!(types(&frames)[..2], ["run.created", "run.in-progress"]);
+    let first = frames[0].id.clone().unwrap();
+    assert_eq!(frames[1].id.as_deref(), Some(format!("{first}.1").as_str()));
+    let ids: Vec<&str> = frames.iter().map(|f| f.id.as_deref().unwrap()).collect();
+    let unique: std::collections::HashSet<&&str> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    for (i, frame) in frames.iter().enumerate() {
+        let after = frame.id.as_deref().unwrap();
+        let rest = &frames[i + 1..];
+        let (listed, resumed) = resume_after(&app, &token, &run_id, after).await;
+        let raw: Vec<&str> = rest.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(
+            listed,
+            format!(r#"{{"events":[{}]}}"#, raw.join(",")),
+            "after {after}"
+        );
+        assert_eq!(resumed, rest, "after {after}");
+    }
+    // Before the first frame (a plain seq), everything.
+    let before = (frame_id(&frames[0]).0 - 1).to_string();
+    let (_, all) = resume_after(&app, &token, &run_id, &before).await;
+    assert_eq!(all, frames);
+    // Anything else is refused, naming the cursor.
+    let bad = app
+        .get(&format!("/acp/runs/{run_id}/events?after=3.x"), &token)
+        .await;
+    assert_acp_error(&bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    assert_eq!(bad.body["data"]["field"], "after");
+    let bad = reply_of(
+        app.client
+            .get(app.url(&format!("/acp/runs/{run_id}/events")))
+            .bearer_auth(&token)
+            .header("Last-Event-ID", "x")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_acp_error(&bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    assert_eq!(bad.body["data"]["field"], "Last-Event-ID");
 }
 
 #[tokio::test]
@@ -441,22 +553,53 @@ async fn unknown_agents_runs_and_bad_input_get_the_acp_error_body() {
     assert_acp_error(&cancel, StatusCode::NOT_FOUND, "not_found");
 
     let empty = run(&app, &token, json!({"agent_name": "echo", "input": []})).await;
-    assert_acp_error(&empty, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&empty, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     let role = run(
         &app,
         &token,
         json!({"agent_name": "echo", "input": [{"role": "assistant", "parts": [{"content": "x"}]}]}),
     )
     .await;
-    assert_acp_error(&role, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&role, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert_eq!(role.body["data"]["field"], "input[0].role");
+    assert!(
+        role.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("must match"),
+        "{}",
+        role.text
+    );
+    // The reference takes agent roles in input; agentry keeps the history itself and names
+    // the message instead.
+    let agent_role = run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "input": [acp_user("x"),
+            {"role": "agent/echo", "parts": [{"content": "y"}]}]}),
+    )
+    .await;
+    assert_acp_error(
+        &agent_role,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+    );
+    assert_eq!(agent_role.body["data"]["field"], "input[1].role");
+    assert!(
+        agent_role.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("the session keeps"),
+        "{}",
+        agent_role.text
+    );
     let both = run(
         &app,
         &token,
         json!({"agent_name": "echo", "input": [{"parts": [{"content": "x", "content_url": "http://e.com/x"}]}]}),
     )
     .await;
-    assert_acp_error(&both, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&both, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     let mismatch = run(
         &app,
         &token,
@@ -529,7 +672,7 @@ content_type = "*/*"
         ]}]}),
     )
     .await;
-    assert_acp_error(&bad_name, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&bad_name, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert_eq!(bad_name.body["data"]["field"], "input[0].parts[1].name");
     assert!(
         bad_name.body["message"]
@@ -546,7 +689,7 @@ content_type = "*/*"
         ]}]}),
     )
     .await;
-    assert_acp_error(&outside, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&outside, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert_eq!(
         outside.body["data"]["field"],
         "input[0].parts[1] (`/notes/1`)"
@@ -567,7 +710,7 @@ content_type = "*/*"
         ]}]}),
     )
     .await;
-    assert_acp_error(&no_text, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&no_text, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert!(
         no_text.body["message"]
             .as_str()

@@ -4,10 +4,12 @@
 //! `metadata.annotations.agentry`.
 
 use actix_web::{HttpResponse, web};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::error::AcpError;
-use super::wire::AgentManifest;
+use super::wire::{
+    AgentList, AgentManifest, AgentMetadata, AgentryAnnotation, Annotations, SchemaPart,
+};
 use crate::agents::Agent;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
@@ -25,7 +27,7 @@ pub async fn list_agents(
 ) -> Result<HttpResponse, AcpError> {
     auth?;
     let agents: Vec<AgentManifest> = state.agents.iter().map(|a| manifest(a)).collect();
-    Ok(HttpResponse::Ok().json(json!({"agents": agents})))
+    Ok(HttpResponse::Ok().json(AgentList { agents }))
 }
 
 pub async fn get_agent(
@@ -50,30 +52,30 @@ pub fn manifest(agent: &Agent) -> AgentManifest {
         .clone()
         .or_else(|| settings.title.clone())
         .unwrap_or_default();
-    let schema = |parts: &[SchemaPartSettings]| -> Value {
+    let schema = |parts: &[SchemaPartSettings]| -> Vec<SchemaPart> {
         parts
             .iter()
-            .map(
-                |p| json!({"name": p.name, "content_type": p.content_type, "required": p.required}),
-            )
+            .map(|p| SchemaPart {
+                name: p.name.clone(),
+                content_type: p.content_type.clone(),
+                required: p.required,
+            })
             .collect()
     };
     AgentManifest {
         name: agent.name().to_owned(),
         description,
-        metadata: json!({
-            "annotations": {"agentry": {
-                "title": settings.title,
-                "version": settings.version,
-                "input_schema": schema(&settings.input_schema),
-                "output_schema": schema(&settings.output_schema),
-            }},
-            "documentation": null, "license": null, "programming_language": null,
-            "natural_languages": null, "framework": null, "capabilities": null,
-            "domains": null, "tags": null, "created_at": null, "updated_at": null,
-            "author": null, "contributors": null, "links": null, "dependencies": null,
-            "recommended_models": null,
-        }),
+        metadata: AgentMetadata {
+            annotations: Some(Annotations {
+                agentry: AgentryAnnotation {
+                    title: settings.title.clone(),
+                    version: settings.version.clone(),
+                    input_schema: schema(&settings.input_schema),
+                    output_schema: schema(&settings.output_schema),
+                },
+            }),
+            ..AgentMetadata::default()
+        },
         input_content_types: content_types(&settings.input_schema),
         output_content_types: content_types(&settings.output_schema),
     }

@@ -45,10 +45,15 @@ pub fn parse_input(value: Option<&Value>) -> Result<(Content, Origins), AcpError
             .and_then(Value::as_str)
             .unwrap_or("user");
         if role != "user" {
-            return Err(AcpError::invalid(
-                format!("{at}.role"),
-                format!("`{role}`: a run's input is user messages; the session keeps the history"),
-            ));
+            let why = if is_agent_role(role) {
+                format!(
+                    "`{role}`: a run's input is user messages; the session keeps the \
+                     agent's messages"
+                )
+            } else {
+                format!("`{role}`: must match {ROLE_PATTERN}")
+            };
+            return Err(AcpError::invalid(format!("{at}.role"), why));
         }
         for (j, part) in parts_of(message, &at)?.iter().enumerate() {
             let at = format!("{at}.parts[{j}]");
@@ -62,6 +67,23 @@ pub fn parse_input(value: Option<&Value>) -> Result<(Content, Origins), AcpError
         }
     }
     Ok((Content::Blocks(blocks), origins))
+}
+
+/// The reference's pattern for a message's role.
+const ROLE_PATTERN: &str = "^(user|agent(/[a-zA-Z0-9_-]+)?)$";
+
+/// `agent` or `agent/<name>`: a role the reference takes but a run's input refuses.
+fn is_agent_role(role: &str) -> bool {
+    match role.strip_prefix("agent") {
+        Some("") => true,
+        Some(rest) => rest.strip_prefix('/').is_some_and(|name| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        }),
+        None => false,
+    }
 }
 
 pub fn parts_of<'a>(message: &'a Value, at: &str) -> Result<&'a Vec<Value>, AcpError> {
@@ -220,5 +242,15 @@ mod tests {
             {"content": "x", "content_url": "https://e.com/x"}
         ]}])));
         assert!(both.is_err());
+    }
+
+    #[test]
+    fn agent_roles_are_told_apart_from_roles_outside_the_pattern() {
+        assert!(is_agent_role("agent"));
+        assert!(is_agent_role("agent/my-agent_2"));
+        assert!(!is_agent_role("agent/"));
+        assert!(!is_agent_role("agent/a.b"));
+        assert!(!is_agent_role("agents"));
+        assert!(!is_agent_role("assistant"));
     }
 }

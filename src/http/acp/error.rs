@@ -1,6 +1,7 @@
 //! ACP's error body, `{code, message, data}`, for every rejection on this face: 400 and
 //! 422 are `invalid_input`, 404 `not_found`, anything else `server_error`, as the
-//! reference maps them. `data` carries agentry's own code (and the field at fault).
+//! reference maps them. A request that fails validation is 422, as the reference answers
+//! it. `data` carries agentry's own code (and the field at fault).
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
@@ -38,11 +39,11 @@ impl AcpError {
         }
     }
 
-    /// A 400 `invalid_input` naming what is at fault.
+    /// A 422 `invalid_input` naming what is at fault: the request failed validation.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         let field = field.into();
         Self {
-            status: StatusCode::BAD_REQUEST,
+            status: StatusCode::UNPROCESSABLE_ENTITY,
             message: format!("{field}: {}", message.into()),
             data: Some(json!({"code": "invalid_request", "field": field})),
         }

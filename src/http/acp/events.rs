@@ -2,22 +2,24 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::error::AcpError;
+use super::frame_id::FrameId;
 use super::replay::{Cursor, identity, load_run, replay, sse_response, stream};
+use super::wire::EventList;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::error::ApiError;
 
 #[derive(Debug, Deserialize)]
 pub struct EventsQuery {
-    after: Option<i64>,
+    after: Option<String>,
 }
 
 /// `GET /acp/runs/{id}/events`: `{"events": [...]}` as the reference answers; with
 /// `Accept: text/event-stream`, the events as SSE (replayed, then live until the run stops
-/// or awaits). `?after=` or `Last-Event-ID` skip what a client already has.
+/// or awaits). `?after=` or `Last-Event-ID` (a frame id, `3` or `3.1`) skip what a
+/// client already has: the frames up to and including that one.
 pub async fn run_events(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
@@ -26,15 +28,20 @@ pub async fn run_events(
     req: HttpRequest,
 ) -> Result<HttpResponse, AcpError> {
     let tenant = auth?.tenant_id;
-    let query = query.map_err(|_| AcpError::invalid("after", "must be a sequence number"))?;
+    let query = query.map_err(|_| AcpError::invalid("after", "must be a frame id"))?;
     let run = load_run(&state, &tenant, &path).await?;
     let after = match req.headers().get("last-event-id") {
         Some(value) => value
             .to_str()
             .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .ok_or_else(|| AcpError::invalid("Last-Event-ID", "must be a sequence number"))?,
-        None => query.after.unwrap_or(-1),
+            .and_then(|v| v.parse::<FrameId>().ok())
+            .ok_or_else(|| AcpError::invalid("Last-Event-ID", "must be a frame id (`3`, `3.1`)"))?,
+        None => match &query.after {
+            Some(after) => after
+                .parse::<FrameId>()
+                .map_err(|_| AcpError::invalid("after", "must be a frame id (`3`, `3.1`)"))?,
+            None => FrameId::START,
+        },
     };
     let wants_stream = req
         .headers()
@@ -49,8 +56,8 @@ pub async fn run_events(
     let (_, events) = replay(&state, &run).await?;
     let events: Vec<_> = events
         .into_iter()
-        .filter(|(seq, _)| *seq > after)
+        .filter(|(id, _)| *id > after)
         .map(|(_, event)| event)
         .collect();
-    Ok(HttpResponse::Ok().json(json!({"events": events})))
+    Ok(HttpResponse::Ok().json(EventList { events }))
 }

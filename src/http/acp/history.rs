@@ -1,10 +1,10 @@
 //! A session's history as ACP messages: user messages as they came, the agent's as
 //! `agent/<name>`, a tool result as a user message with its `/tool_results/<id>` part.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::render::{TOOL_RESULTS, agent_role};
-use super::wire::{MessageObject, PartObject};
+use super::wire::{MessageObject, PartMetadata, PartObject, Trajectory};
 use crate::model::{Content, ContentBlock, HistoryMessage, Part};
 
 /// A stored part as an ACP part; a URL agentry serves (`/files/…`) made absolute.
@@ -19,7 +19,7 @@ fn part_object(part: &Part, base: &str) -> PartObject {
             "base64"
         },
         content_url: part.content_url.as_ref().map(|url| absolute(url, base)),
-        metadata: part.metadata.clone(),
+        metadata: part.metadata.clone().map(PartMetadata::Other),
     }
 }
 
@@ -39,7 +39,9 @@ fn block_parts(blocks: &[ContentBlock], base: &str) -> Vec<PartObject> {
             ContentBlock::Text { text } => PartObject::text(text.clone()),
             ContentBlock::Thinking { thinking } => PartObject {
                 content: None,
-                metadata: Some(json!({"kind": "trajectory", "message": thinking})),
+                metadata: Some(PartMetadata::Trajectory(Trajectory::message(
+                    thinking.clone(),
+                ))),
                 ..PartObject::text("")
             },
             ContentBlock::ToolUse {
@@ -49,7 +51,11 @@ fn block_parts(blocks: &[ContentBlock], base: &str) -> Vec<PartObject> {
             } => PartObject::json(
                 None,
                 &json!({"id": tool_call_id, "name": name, "input": input}),
-                Some(json!({"kind": "trajectory", "tool_name": name, "tool_input": input})),
+                Some(PartMetadata::Trajectory(Trajectory::tool(
+                    Some(name.clone()),
+                    Some(Value::Object(input.clone())),
+                    None,
+                ))),
             ),
             ContentBlock::Image { url } => {
                 let media = url

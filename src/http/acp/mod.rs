@@ -7,6 +7,7 @@ pub mod cancel;
 mod convert;
 mod error;
 pub mod events;
+mod frame_id;
 mod history;
 mod render;
 mod replay;

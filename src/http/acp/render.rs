@@ -1,6 +1,7 @@
 //! A run's event log as ACP events, and the `Run` they build up. Rendering is a pure
 //! function of the log (plus a cancellation while awaiting), so a replay renders exactly
-//! what the live stream sent, and every frame carries the seq of the event it came from.
+//! what the live stream sent, and every frame carries a unique id: the seq of the event
+//! it came from and its place among that event's frames.
 //!
 //! - The first turn's start is `run.created` then `run.in-progress`; a resumed turn's
 //!   start is `run.in-progress`.
@@ -16,9 +17,10 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::frame_id::FrameId;
 use super::wire::{
-    AwaitRequest, ErrorObject, EventObject, MessageObject, PartObject, RunObject, RunStatus,
-    timestamp,
+    AwaitRequest, ErrorObject, EventObject, MessageObject, PartMetadata, PartObject, RunObject,
+    RunStatus, Trajectory, timestamp,
 };
 use crate::model::{Content, Event, EventData, StopReason, TurnError, TurnId, TurnStatus};
 
@@ -54,6 +56,8 @@ struct Call {
     id: String,
     name: String,
     input: serde_json::Map<String, Value>,
+    /// When the model made the call.
+    at: DateTime<Utc>,
 }
 
 #[derive(Debug)]
@@ -68,8 +72,9 @@ pub struct RunRenderer {
     await_request: Option<AwaitRequest>,
     error: Option<ErrorObject>,
     finished_at: Option<String>,
-    /// The seq of the last event rendered.
-    pub last_seq: i64,
+    /// The seq of the last event rendered, and how many frames it rendered to.
+    last_seq: i64,
+    last_frames: u32,
 }
 
 impl RunRenderer {
@@ -85,6 +90,7 @@ impl RunRenderer {
             error: None,
             finished_at: None,
             last_seq: 0,
+            last_frames: 0,
         }
     }
 
@@ -111,8 +117,8 @@ impl RunRenderer {
         agent_role(&self.identity.agent_name)
     }
 
-    /// The ACP events one engine event becomes (often none), each with its seq.
-    pub fn render(&mut self, event: &Event) -> Vec<(i64, EventObject)> {
+    /// The ACP events one engine event becomes (often none), each with its frame id.
+    pub fn render(&mut self, event: &Event) -> Vec<(FrameId, EventObject)> {
         self.last_seq = event.seq;
         let mut out = Vec::new();
         match &event.data {
@@ -132,7 +138,7 @@ impl RunRenderer {
             EventData::ThinkingDelta { delta } => {
                 let part = PartObject {
                     content: None,
-                    metadata: Some(json!({"kind": "trajectory", "message": delta})),
+                    metadata: Some(PartMetadata::Trajectory(Trajectory::message(delta.clone()))),
                     ..PartObject::text("")
                 };
                 self.part(&mut out, event, Last::Thinking, part);
@@ -147,11 +153,16 @@ impl RunRenderer {
                     id: tool_call_id.clone(),
                     name: name.clone(),
                     input: input.clone(),
+                    at: event.created_at,
                 });
                 let part = PartObject::json(
                     None,
                     &json!({"id": tool_call_id, "name": name, "input": input}),
-                    Some(json!({"kind": "trajectory", "tool_name": name, "tool_input": input})),
+                    Some(PartMetadata::Trajectory(Trajectory::tool(
+                        Some(name.clone()),
+                        Some(Value::Object(input.clone())),
+                        None,
+                    ))),
                 );
                 self.part(&mut out, event, Last::Other, part);
             }
@@ -165,8 +176,11 @@ impl RunRenderer {
                 let part = PartObject::json(
                     None,
                     &json!({"id": tool_call_id, "output": output}),
-                    Some(json!({"kind": "trajectory", "tool_name": name,
-                                "tool_output": {"output": output}})),
+                    Some(PartMetadata::Trajectory(Trajectory::tool(
+                        name,
+                        None,
+                        Some(json!({"output": output})),
+                    ))),
                 );
                 self.part(&mut out, event, Last::Other, part);
             }
@@ -188,11 +202,16 @@ impl RunRenderer {
                 out.push(EventObject::for_run(self.run()));
             }
         }
-        out.into_iter().map(|e| (event.seq, e)).collect()
+        self.last_frames = out.len() as u32;
+        out.into_iter()
+            .enumerate()
+            .map(|(k, e)| (FrameId::new(event.seq, k as u32), e))
+            .collect()
     }
 
     /// A run that awaited and was cancelled: `run.cancelled`, its await request cleared.
-    pub fn cancel_awaiting(&mut self, at: DateTime<Utc>) -> Option<(i64, EventObject)> {
+    /// Its frame follows the last event's.
+    pub fn cancel_awaiting(&mut self, at: DateTime<Utc>) -> Option<(FrameId, EventObject)> {
         if self.status != RunStatus::Awaiting {
             return None;
         }
@@ -200,13 +219,15 @@ impl RunRenderer {
         self.await_request = None;
         self.calls.clear();
         self.finished_at = Some(timestamp(at));
-        Some((self.last_seq, EventObject::for_run(self.run())))
+        let id = FrameId::new(self.last_seq, self.last_frames);
+        self.last_frames += 1;
+        Some((id, EventObject::for_run(self.run())))
     }
 
     fn stop(&mut self, stop_reason: StopReason, error: Option<&TurnError>, at: DateTime<Utc>) {
         if stop_reason == StopReason::ToolUse && error.is_none() && !self.calls.is_empty() {
             self.status = RunStatus::Awaiting;
-            self.await_request = Some(self.await_request_of());
+            self.await_request = Some(self.await_request_of(at));
             return;
         }
         self.calls.clear();
@@ -229,8 +250,9 @@ impl RunRenderer {
         }
     }
 
-    /// The calls the client must answer, one JSON part each.
-    fn await_request_of(&self) -> AwaitRequest {
+    /// The calls the client must answer, one JSON part each: a message created with the
+    /// first call and completed when the turn stopped (`at`).
+    fn await_request_of(&self, at: DateTime<Utc>) -> AwaitRequest {
         let parts = self
             .calls
             .iter()
@@ -253,8 +275,8 @@ impl RunRenderer {
             message: MessageObject {
                 role: self.role(),
                 parts,
-                created_at: None,
-                completed_at: None,
+                created_at: Some(timestamp(self.calls.first().map_or(at, |c| c.at))),
+                completed_at: Some(timestamp(at)),
             },
         }
     }
@@ -284,13 +306,16 @@ impl RunRenderer {
                 text.push_str(part.content.as_deref().unwrap_or_default());
             }
             (Last::Thinking, Last::Thinking, Some(previous)) => {
-                let delta = part.metadata.as_ref().map_or("", |m| {
-                    m.get("message").and_then(Value::as_str).unwrap_or_default()
-                });
-                if let Some(Value::String(thinking)) = previous
-                    .metadata
-                    .as_mut()
-                    .and_then(|m| m.get_mut("message"))
+                if let (
+                    Some(PartMetadata::Trajectory(Trajectory {
+                        message: Some(thinking),
+                        ..
+                    })),
+                    Some(PartMetadata::Trajectory(Trajectory {
+                        message: Some(delta),
+                        ..
+                    })),
+                ) = (previous.metadata.as_mut(), part.metadata.as_ref())
                 {
                     thinking.push_str(delta);
                 }
@@ -378,9 +403,11 @@ mod tests {
             },
         ];
         let mut kinds = Vec::new();
+        let mut ids = Vec::new();
         for (seq, data) in events.into_iter().enumerate() {
-            for (at, rendered) in renderer.render(&event(&turn, seq as i64 + 1, data)) {
-                assert_eq!(at, seq as i64 + 1);
+            for (id, rendered) in renderer.render(&event(&turn, seq as i64 + 1, data)) {
+                assert_eq!(id.seq, seq as i64 + 1);
+                ids.push(id.to_string());
                 kinds.push(rendered.kind());
             }
         }
@@ -399,13 +426,20 @@ mod tests {
                 "run.completed"
             ]
         );
+        assert_eq!(
+            ids,
+            ["1", "1.1", "3", "3.1", "4", "5", "6", "8", "8.1", "8.2"]
+        );
         let run = renderer.run();
         assert_eq!(run.status, RunStatus::Completed);
         assert_eq!(run.output.len(), 1);
         assert_eq!(run.output[0].role, "agent/my-agent");
         let parts = &run.output[0].parts;
         assert_eq!(parts.len(), 2);
-        assert_eq!(parts[0].metadata.as_ref().unwrap()["message"], "hmm");
+        assert_eq!(
+            serde_json::to_string(&parts[0].metadata).unwrap(),
+            r#"{"kind":"trajectory","message":"hmm","tool_name":null,"tool_input":null,"tool_output":null}"#
+        );
         assert_eq!(parts[1].content.as_deref(), Some("Hello"));
     }
 }

@@ -9,6 +9,7 @@ use futures_util::stream::LocalBoxStream;
 use futures_util::{Stream, StreamExt};
 
 use super::error::{AcpError, OrAcpNotFound};
+use super::frame_id::FrameId;
 use super::render::{RunIdentity, RunRenderer};
 use super::sessions::session_uuid;
 use super::wire::EventObject;
@@ -67,11 +68,11 @@ pub async fn identity(state: &AppState, run: &AcpRun) -> Result<RunIdentity, Acp
 }
 
 /// Every stored event of the run's turns, rendered: the renderer holds the run as it
-/// stands, the list is every ACP event with its seq.
+/// stands, the list is every ACP event with its frame id.
 pub async fn replay(
     state: &AppState,
     run: &AcpRun,
-) -> Result<(RunRenderer, Vec<(i64, EventObject)>), AcpError> {
+) -> Result<(RunRenderer, Vec<(FrameId, EventObject)>), AcpError> {
     const PAGE: i64 = 1000;
     let mut renderer = RunRenderer::new(identity(state, run).await?);
     let mut rendered = Vec::new();
@@ -100,13 +101,13 @@ pub async fn replay(
 /// Which frames a stream sends.
 #[derive(Debug, Clone)]
 pub enum Cursor {
-    /// Those of events after this seq.
-    After(i64),
+    /// Those after this frame.
+    After(FrameId),
     /// Those of this turn's events (a resume's).
     Turn(TurnId),
 }
 
-/// The run's events as SSE frames (`id:` is the event's seq): earlier turns from the log,
+/// The run's events as SSE frames (`id:` is the frame's id): earlier turns from the log,
 /// the last one live (`started`, when this request started it) until it stops.
 pub fn stream(
     state: &AppState,
@@ -114,7 +115,7 @@ pub fn stream(
     identity: RunIdentity,
     started: Option<StartedTurn>,
     cursor: Cursor,
-) -> impl Stream<Item = Frame> + 'static {
+) -> impl Stream<Item = AcpFrame> + 'static {
     type Events = LocalBoxStream<'static, Result<Arc<Event>, StoreError>>;
     let engine = state.engine.clone();
     let live_turn = started.as_ref().map(|s| s.turn.id.clone());
@@ -149,28 +150,45 @@ pub fn stream(
                     break;
                 }
             };
-            let wanted = match &cursor {
-                Cursor::After(after) => event.seq > *after,
-                Cursor::Turn(turn) => event.turn_id == *turn,
-            };
-            for (seq, rendered) in renderer.render(&event) {
+            for (id, rendered) in renderer.render(&event) {
+                let wanted = match &cursor {
+                    Cursor::After(after) => id > *after,
+                    Cursor::Turn(turn) => event.turn_id == *turn,
+                };
                 if wanted {
-                    yield frame(seq, &rendered);
+                    yield frame(id, &rendered);
                 }
             }
         }
         if let Some(at) = cancelled_at
-            && let Some((seq, rendered)) = renderer.cancel_awaiting(at)
+            && let Some((id, rendered)) = renderer.cancel_awaiting(at)
+            && !matches!(cursor, Cursor::After(after) if id <= after)
         {
-            yield frame(seq, &rendered);
+            yield frame(id, &rendered);
         }
     }
 }
 
-fn frame(seq: i64, event: &EventObject) -> Frame {
-    Frame {
-        id: Some(seq),
-        event: None,
+/// One ACP frame: `id: <frame id>`, then the event.
+pub struct AcpFrame {
+    id: FrameId,
+    data: String,
+}
+
+impl sse::Encode for AcpFrame {
+    fn encode(&self) -> String {
+        let body = Frame {
+            id: None,
+            event: None,
+            data: self.data.clone(),
+        };
+        format!("id: {}\n{}", self.id, body.encode())
+    }
+}
+
+fn frame(id: FrameId, event: &EventObject) -> AcpFrame {
+    AcpFrame {
+        id,
         data: serde_json::to_string(event).expect("events serialize"),
     }
 }
@@ -178,7 +196,7 @@ fn frame(seq: i64, event: &EventObject) -> Frame {
 /// An SSE response of `frames`, as the reference sends it.
 pub fn sse_response(
     state: &AppState,
-    frames: impl Stream<Item = Frame> + 'static,
+    frames: impl Stream<Item = AcpFrame> + 'static,
 ) -> actix_web::HttpResponse {
     let keep_alive = std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
     let mut response = sse::response(frames, keep_alive, None);

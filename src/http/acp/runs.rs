@@ -11,10 +11,11 @@ use serde_json::Value;
 
 use super::convert::{Origins, parse_input};
 use super::error::AcpError;
+use super::frame_id::FrameId;
 use super::replay::{
     Cursor, identity, load_run, replay, run_uuid, set_run_id, sse_response, stream,
 };
-use super::sessions::session_for_run;
+use super::sessions::{check_session_key, session_for_run};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
@@ -102,6 +103,12 @@ pub async fn create_run(
         Some(Value::Object(session)) => optional_str(session, "id", "session.id")?,
         Some(_) => return Err(AcpError::invalid("session", "must be a session descriptor")),
     };
+    if let Some(key) = session_id {
+        check_session_key(key, "session_id")?;
+    }
+    if let Some(key) = forwarded {
+        check_session_key(key, "session.id")?;
+    }
     if let (Some(a), Some(b)) = (session_id, forwarded)
         && a != b
     {
@@ -159,7 +166,7 @@ pub async fn create_run(
     };
     state.store.insert_acp_run(&tenant, &run).await?;
     let run_id = run_uuid(&run.id);
-    let mut response = respond(&state, &run, started, mode, Cursor::After(-1)).await?;
+    let mut response = respond(&state, &run, started, mode, Cursor::After(FrameId::START)).await?;
     set_run_id(&mut response, &run_id);
     Ok(response)
 }

@@ -62,6 +62,18 @@ pub async fn find_session(
     Ok(state.store.find_session_by_alias(tenant, &alias).await?)
 }
 
+/// A run's session key as the reference takes it, a UUID, or an agentry id (`sess_…`);
+/// anything else is refused naming `field`.
+pub fn check_session_key(key: &str, field: &str) -> Result<(), AcpError> {
+    if key.starts_with(SessionId::PREFIX) || uuid::Uuid::parse_str(key).is_ok() {
+        return Ok(());
+    }
+    Err(AcpError::invalid(
+        field,
+        format!("`{key}`: must be a UUID or an agentry session id (`sess_…`)"),
+    ))
+}
+
 /// The session a run names (created on first use for a client's key).
 pub async fn session_for_run(
     state: &AppState,
@@ -75,6 +87,7 @@ pub async fn session_for_run(
     if key.starts_with(SessionId::PREFIX) {
         return Err(AcpError::not_found(format!("Session {key}")));
     }
+    check_session_key(key, "session_id")?;
     let alias = uuid::Uuid::parse_str(key)
         .map(|u| u.hyphenated().to_string())
         .unwrap_or_else(|_| key.to_owned());

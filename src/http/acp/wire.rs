@@ -18,7 +18,47 @@ pub struct PartObject {
     pub content: Option<String>,
     pub content_encoding: &'static str,
     pub content_url: Option<String>,
-    pub metadata: Option<Value>,
+    pub metadata: Option<PartMetadata>,
+}
+
+/// A part's `metadata`: trajectory metadata agentry writes, in the reference's key order,
+/// or whatever a client sent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PartMetadata {
+    Trajectory(Trajectory),
+    Other(Value),
+}
+
+/// `TrajectoryMetadata`: every key present, nulls included, as the reference writes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Trajectory {
+    pub kind: &'static str,
+    pub message: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_input: Option<Value>,
+    pub tool_output: Option<Value>,
+}
+
+impl Trajectory {
+    /// Thinking.
+    pub fn message(message: impl Into<String>) -> Self {
+        Self {
+            message: Some(message.into()),
+            ..Self::tool(None, None, None)
+        }
+    }
+
+    /// A tool call (`tool_input`) or its result (`tool_output`).
+    pub fn tool(name: Option<String>, input: Option<Value>, output: Option<Value>) -> Self {
+        Self {
+            kind: "trajectory",
+            message: None,
+            tool_name: name,
+            tool_input: input,
+            tool_output: output,
+        }
+    }
 }
 
 impl PartObject {
@@ -34,7 +74,7 @@ impl PartObject {
     }
 
     /// A JSON part (tool calls and results, await requests).
-    pub fn json(name: Option<String>, value: &Value, metadata: Option<Value>) -> Self {
+    pub fn json(name: Option<String>, value: &Value, metadata: Option<PartMetadata>) -> Self {
         Self {
             name,
             content_type: "application/json".to_owned(),
@@ -180,9 +220,64 @@ impl EventObject {
 pub struct AgentManifest {
     pub name: String,
     pub description: String,
-    pub metadata: Value,
+    pub metadata: AgentMetadata,
     pub input_content_types: Vec<String>,
     pub output_content_types: Vec<String>,
+}
+
+/// `GET /acp/agents`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentList {
+    pub agents: Vec<AgentManifest>,
+}
+
+/// A manifest's `Metadata`, keys in the reference's order; agentry fills `annotations`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgentMetadata {
+    pub annotations: Option<Annotations>,
+    pub documentation: Option<Value>,
+    pub license: Option<Value>,
+    pub programming_language: Option<Value>,
+    pub natural_languages: Option<Value>,
+    pub framework: Option<Value>,
+    pub capabilities: Option<Value>,
+    pub domains: Option<Value>,
+    pub tags: Option<Value>,
+    pub created_at: Option<Value>,
+    pub updated_at: Option<Value>,
+    pub author: Option<Value>,
+    pub contributors: Option<Value>,
+    pub links: Option<Value>,
+    pub dependencies: Option<Value>,
+    pub recommended_models: Option<Value>,
+}
+
+/// `metadata.annotations`: agentry's own under `agentry`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Annotations {
+    pub agentry: AgentryAnnotation,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentryAnnotation {
+    pub title: Option<String>,
+    pub version: String,
+    pub input_schema: Vec<SchemaPart>,
+    pub output_schema: Vec<SchemaPart>,
+}
+
+/// One part of a declared message-body schema.
+#[derive(Debug, Clone, Serialize)]
+pub struct SchemaPart {
+    pub name: Option<String>,
+    pub content_type: String,
+    pub required: bool,
+}
+
+/// `GET /acp/runs/{id}/events`.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventList {
+    pub events: Vec<EventObject>,
 }
 
 /// A `Session` descriptor.

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use super::frames::SseReader;
 use super::{acp_user, assert_acp_error, output_text, post_raw, reply_of, run, types};
 use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_on};
 use crate::scripted::{Reply, ScriptedOpenAi, finish, text, tool_fragment};
-use crate::sse::SseReader;
 
 async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
     let config = format!(
@@ -85,6 +85,16 @@ async fn a_sync_run_awaits_its_calls_and_a_resume_answers_them() {
     let request = &awaiting.body["await_request"];
     assert_eq!(request["type"], "message");
     assert_eq!(request["message"]["role"], "agent/gpt");
+    // Timestamped as the reference does (await_sync.txt): made with the first call,
+    // completed when the turn stopped.
+    let made = request["message"]["created_at"].as_str().unwrap();
+    let completed = request["message"]["completed_at"].as_str().unwrap();
+    assert!(
+        made.ends_with('Z') && made <= completed,
+        "{made} {completed}"
+    );
+    assert!(completed <= awaiting.body["output"][0]["completed_at"].as_str().unwrap());
+    assert!(made >= awaiting.body["created_at"].as_str().unwrap());
     let parts = request["message"]["parts"].as_array().unwrap();
     let names: Vec<&str> = parts.iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["/tool_calls/a", "/tool_calls/c"]);
@@ -105,6 +115,13 @@ async fn a_sync_run_awaits_its_calls_and_a_resume_answers_them() {
     assert_eq!(trajectory["kind"], "trajectory");
     assert_eq!(trajectory["tool_name"], "lookup");
     assert_eq!(trajectory["tool_input"], json!({"q": "x"}));
+    assert!(
+        awaiting.text.contains(
+            r#""metadata":{"kind":"trajectory","message":null,"tool_name":"lookup","tool_input":{"q":"x"},"tool_output":null}"#
+        ),
+        "{}",
+        awaiting.text
+    );
 
     server.push(Reply::Stream(vec![text("Found it."), finish("stop")]));
     let run_id = awaiting.body["run_id"].as_str().unwrap();
@@ -218,8 +235,8 @@ async fn a_streamed_run_ends_at_awaiting_and_a_streamed_resume_carries_on() {
     assert_eq!(done["status"], "completed");
     assert!(output_text(done).ends_with("Done."));
     // Resumed frames continue the ids of the run's events.
-    let last_before = frames.last().unwrap().id.unwrap();
-    assert!(resumed.iter().all(|f| f.id.unwrap() > last_before));
+    let last_before = frames.last().unwrap().seq();
+    assert!(resumed.iter().all(|f| f.seq() > last_before));
     // The events list holds both turns.
     let listed = app.get(&format!("/acp/runs/{run_id}/events"), &token).await;
     assert_eq!(

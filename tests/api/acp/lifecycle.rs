@@ -133,10 +133,10 @@ async fn a_run_orphaned_by_a_killed_server_ends_failed_as_interrupted_after_rest
             .as_array()
             .unwrap()
             .iter()
-            .map(|e| crate::sse::Frame {
+            .map(|e| super::frames::Frame {
                 id: None,
-                event: String::new(),
                 data: e.clone(),
+                text: e.to_string(),
             })
             .collect::<Vec<_>>(),
     );

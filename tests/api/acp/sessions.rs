@@ -90,7 +90,7 @@ async fn a_session_continues_across_runs_and_describes_its_history() {
         json!({"agent_name": "slow", "session_id": session, "input": [acp_user("x")]}),
     )
     .await;
-    assert_acp_error(&other, StatusCode::BAD_REQUEST, "invalid_input");
+    assert_acp_error(&other, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
 }
 
 #[tokio::test]
@@ -214,4 +214,60 @@ async fn a_large_part_is_stored_once_and_its_url_is_absolute_on_the_requests_hos
         .await
         .unwrap();
     assert_eq!(hidden.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_session_id_neither_a_uuid_nor_an_agentry_id_is_refused_naming_it() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let refused = run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "session_id": "abc", "input": [acp_user("x")]}),
+    )
+    .await;
+    assert_acp_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    assert_eq!(refused.body["data"]["field"], "session_id");
+    assert!(
+        refused.body["message"].as_str().unwrap().contains("`abc`"),
+        "{}",
+        refused.text
+    );
+    let forwarded = run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "session": {"id": "abc", "history": [], "state": null},
+               "input": [acp_user("x")]}),
+    )
+    .await;
+    assert_acp_error(
+        &forwarded,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+    );
+    assert_eq!(forwarded.body["data"]["field"], "session.id");
+    // Nothing was created for either.
+    let sessions = app.get("/sessions", &token).await;
+    assert_eq!(sessions.body["sessions"], json!([]), "{}", sessions.text);
+    // A UUID and an agentry id are taken as before.
+    let uuid = uuid::Uuid::new_v4().to_string();
+    let first = run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "session_id": uuid, "input": [acp_user("x")]}),
+    )
+    .await;
+    assert_eq!(first.body["session_id"], uuid.as_str(), "{}", first.text);
+    let listed = app.get("/sessions", &token).await;
+    let agentry_id = listed.body["sessions"][0]["sessionId"]
+        .as_str()
+        .expect(&listed.text)
+        .to_owned();
+    let again = run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "session_id": agentry_id, "input": [acp_user("y")]}),
+    )
+    .await;
+    assert_eq!(again.body["session_id"], uuid.as_str(), "{}", again.text);
 }

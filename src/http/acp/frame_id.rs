@@ -1,0 +1,70 @@
+//! SSE frame ids: one stored event can render to several ACP events, so each frame is
+//! named by its event's seq and its place among that event's frames: `<seq>` for the
+//! first, `<seq>.<k>` for the k-th further one. Ids are unique and ordered, so a client
+//! resumes after any frame it received (`?after=`, `Last-Event-ID`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A frame's id: ordered by seq, then by place within the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FrameId {
+    pub seq: i64,
+    pub k: u32,
+}
+
+impl FrameId {
+    /// Before every frame.
+    pub const START: FrameId = FrameId { seq: -1, k: 0 };
+
+    pub fn new(seq: i64, k: u32) -> Self {
+        Self { seq, k }
+    }
+}
+
+impl fmt::Display for FrameId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.k == 0 {
+            write!(f, "{}", self.seq)
+        } else {
+            write!(f, "{}.{}", self.seq, self.k)
+        }
+    }
+}
+
+impl FromStr for FrameId {
+    type Err = ();
+
+    /// `3` (the first frame of event 3, as plain seqs always were) or `3.1`.
+    fn from_str(s: &str) -> Result<Self, ()> {
+        let s = s.trim();
+        let (seq, k) = match s.split_once('.') {
+            Some((seq, k)) => (seq, k.parse().map_err(|_| ())?),
+            None => (s, 0),
+        };
+        Ok(Self {
+            seq: seq.parse().map_err(|_| ())?,
+            k,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_print_parse_and_order_by_seq_then_place() {
+        assert_eq!(FrameId::new(3, 0).to_string(), "3");
+        assert_eq!(FrameId::new(3, 2).to_string(), "3.2");
+        assert_eq!("3".parse(), Ok(FrameId::new(3, 0)));
+        assert_eq!(" 3.1".parse(), Ok(FrameId::new(3, 1)));
+        assert_eq!("-1".parse(), Ok(FrameId::START));
+        for bad in ["", "x", "3.", ".1", "3.-1", "3.1.2"] {
+            assert!(bad.parse::<FrameId>().is_err(), "{bad}");
+        }
+        assert!(FrameId::new(2, 9) < FrameId::new(3, 0));
+        assert!(FrameId::new(3, 0) < FrameId::new(3, 1));
+        assert!(FrameId::START < FrameId::new(0, 0));
+    }
+}
