@@ -1,5 +1,6 @@
 //! Reading a session's full and compacted histories.
 
+use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{Store, StoreError, with_db};
@@ -62,5 +63,26 @@ impl Store {
             .await
         })?;
         Ok(rows.into_iter().rev().map(|Json(m)| m).collect())
+    }
+
+    /// One full-history message and when it was stored; `None` past the end.
+    pub async fn get_history_entry(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        position: i64,
+    ) -> Result<Option<(HistoryMessage, DateTime<Utc>)>, StoreError> {
+        let row: Option<(Json<HistoryMessage>, DateTime<Utc>)> = with_db!(self, |pool| {
+            sqlx::query_as(
+                "SELECT message, created_at FROM history \
+                 WHERE tenant_id = $1 AND session_id = $2 AND position = $3",
+            )
+            .bind(tenant)
+            .bind(session)
+            .bind(position)
+            .fetch_optional(pool)
+            .await
+        })?;
+        Ok(row.map(|(Json(message), at)| (message, at)))
     }
 }

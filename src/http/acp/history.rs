@@ -1,10 +1,11 @@
 //! A session's history as ACP messages: user messages as they came, the agent's as
 //! `agent/<name>`, a tool result as a user message with its `/tool_results/<id>` part.
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::render::{TOOL_RESULTS, agent_role};
-use super::wire::{MessageObject, PartMetadata, PartObject, Trajectory};
+use super::wire::{MessageObject, PartMetadata, PartObject, Trajectory, timestamp};
 use crate::model::{Content, ContentBlock, HistoryMessage, Part};
 
 /// A stored part as an ACP part; a URL agentry serves (`/files/…`) made absolute.
@@ -76,8 +77,14 @@ fn block_parts(blocks: &[ContentBlock], base: &str) -> Vec<PartObject> {
 
 /// One history message as an ACP message: user messages as they came, the agent's as
 /// `agent/<name>`, a tool result as a user message with its `/tool_results/<id>` part,
-/// the system prompt a session was seeded with as a `/system` part.
-pub fn history_message(message: &HistoryMessage, agent: &str, base: &str) -> MessageObject {
+/// the system prompt a session was seeded with as a `/system` part. It was created and
+/// completed when it was stored.
+pub fn history_message(
+    message: &HistoryMessage,
+    stored_at: DateTime<Utc>,
+    agent: &str,
+    base: &str,
+) -> MessageObject {
     let blocks = |content: &Content| match content {
         Content::Text(text) => vec![PartObject::text(text.clone())],
         Content::Blocks(blocks) => block_parts(blocks, base),
@@ -106,7 +113,7 @@ pub fn history_message(message: &HistoryMessage, agent: &str, base: &str) -> Mes
     MessageObject {
         role,
         parts,
-        created_at: None,
-        completed_at: None,
+        created_at: Some(timestamp(stored_at)),
+        completed_at: Some(timestamp(stored_at)),
     }
 }

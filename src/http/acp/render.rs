@@ -22,6 +22,7 @@ use super::wire::{
     AwaitRequest, ErrorObject, EventObject, MessageObject, PartMetadata, PartObject, RunObject,
     RunStatus, Trajectory, timestamp,
 };
+use crate::engine::PendingCall;
 use crate::model::{Content, Event, EventData, StopReason, TurnError, TurnId, TurnStatus};
 
 /// Where a run's pending calls' names start (`/tool_calls/<id>`), and the names of the
@@ -222,6 +223,27 @@ impl RunRenderer {
         let id = FrameId::new(self.last_seq, self.last_frames);
         self.last_frames += 1;
         Some((id, EventObject::for_run(self.run())))
+    }
+
+    /// A run that awaits calls no longer pending (`pending` is the session's): they were
+    /// answered outside the run, by a turn over another face, so it awaits nothing and
+    /// ended `completed` when it stopped.
+    pub fn settle_answered_elsewhere(&mut self, pending: &[PendingCall]) {
+        if self.status != RunStatus::Awaiting
+            || self.calls.iter().any(|call| {
+                pending
+                    .iter()
+                    .any(|p| p.id == call.id && p.name == call.name)
+            })
+        {
+            return;
+        }
+        self.status = RunStatus::Completed;
+        self.finished_at = self
+            .await_request
+            .take()
+            .and_then(|request| request.message.completed_at);
+        self.calls.clear();
     }
 
     fn stop(&mut self, stop_reason: StopReason, error: Option<&TurnError>, at: DateTime<Utc>) {

@@ -12,7 +12,7 @@ use super::error::{AcpError, OrAcpNotFound};
 use super::frame_id::FrameId;
 use super::render::{RunIdentity, RunRenderer};
 use super::sessions::session_uuid;
-use super::wire::EventObject;
+use super::wire::{EventObject, RunStatus};
 use crate::app::AppState;
 use crate::engine::{Follow, StartedTurn};
 use crate::http::sse::{self, Frame};
@@ -94,6 +94,13 @@ pub async fn replay(
     }
     if let Some(at) = run.cancelled_at {
         rendered.extend(renderer.cancel_awaiting(at));
+    }
+    if renderer.status() == RunStatus::Awaiting {
+        let pending = state
+            .engine
+            .pending_tool_calls(&run.tenant_id, &run.session_id)
+            .await?;
+        renderer.settle_answered_elsewhere(&pending);
     }
     Ok((renderer, rendered))
 }

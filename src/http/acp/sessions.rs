@@ -146,14 +146,17 @@ pub async fn get_history_message(
     let session = find_session(&state, &auth.tenant_id, &key)
         .await?
         .ok_or_else(|| AcpError::not_found(format!("Session {key}")))?;
-    let history = state
+    let missing = || AcpError::not_found(format!("History message {position}"));
+    let position = position.parse::<i64>().map_err(|_| missing())?;
+    let (message, stored_at) = state
         .store
-        .list_history(&auth.tenant_id, &session.id, HistoryType::Full)
-        .await?;
-    let message = position
-        .parse::<usize>()
-        .ok()
-        .and_then(|p| history.get(p))
-        .ok_or_else(|| AcpError::not_found(format!("History message {position}")))?;
-    Ok(HttpResponse::Ok().json(history_message(message, &session.agent, &base_url(&req))))
+        .get_history_entry(&auth.tenant_id, &session.id, position)
+        .await?
+        .ok_or_else(missing)?;
+    Ok(HttpResponse::Ok().json(history_message(
+        &message,
+        stored_at,
+        &session.agent,
+        &base_url(&req),
+    )))
 }

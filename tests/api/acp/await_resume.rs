@@ -285,6 +285,48 @@ async fn resuming_a_run_that_does_not_await_is_refused_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn a_run_whose_calls_are_answered_over_aap_awaits_no_more() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let (session, uuid) = tool_session(&app, &token).await;
+    server.push(both_calls());
+    let awaiting = run(
+        &app,
+        &token,
+        json!({"agent_name": "gpt", "session_id": uuid, "input": [acp_user("look it up")]}),
+    )
+    .await;
+    assert_eq!(awaiting.body["status"], "awaiting", "{}", awaiting.text);
+    let run_id = awaiting.body["run_id"].as_str().unwrap();
+    let stopped = awaiting.body["await_request"]["message"]["completed_at"].clone();
+
+    // The client answers over AAP instead.
+    server.push(Reply::Stream(vec![text("Answered."), finish("stop")]));
+    let answered = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [
+                {"role": "tool", "toolCallId": "a", "content": "found"},
+                {"role": "tool_permission", "toolCallId": "c", "granted": false}
+            ]}),
+        )
+        .await;
+    assert_eq!(answered.status, StatusCode::OK, "{}", answered.text);
+
+    // The run ended when it stopped: completed, nothing awaited, no resume.
+    let now = app.get(&format!("/acp/runs/{run_id}"), &token).await;
+    assert_eq!(now.body["status"], "completed", "{}", now.text);
+    assert_eq!(now.body["await_request"], Value::Null);
+    assert_eq!(now.body["finished_at"], stopped);
+    let refused = resume(&app, &token, run_id, answers("sync")).await;
+    assert_acp_error(&refused, StatusCode::FORBIDDEN, "server_error");
+    assert_eq!(refused.body["data"]["code"], "run_not_awaiting");
+    assert_eq!(server.requests().len(), 2, "nothing ran again");
+}
+
+#[tokio::test]
 async fn cancelling_an_awaiting_run_answers_its_calls_so_the_session_goes_on() {
     let server = ScriptedOpenAi::start().await;
     let app = app_with_gpt(&server).await;

@@ -54,9 +54,15 @@ async fn a_session_continues_across_runs_and_describes_its_history() {
         .collect();
     assert_eq!(urls.len(), 4);
     let mut messages = Vec::new();
+    let mut stored = Vec::new();
     for url in &urls {
         let message = app.get(&path_of(&app, url), &token).await;
         assert_eq!(message.status, StatusCode::OK);
+        // When it was stored, as the reference's timestamps are written.
+        let at = message.body["created_at"].as_str().unwrap().to_owned();
+        assert_eq!(message.body["completed_at"], at.as_str());
+        assert!(at.ends_with('Z') && at.len() == 27, "{at}");
+        stored.push(chrono::DateTime::parse_from_rfc3339(&at).unwrap());
         messages.push((
             message.body["role"].as_str().unwrap().to_owned(),
             message.body["parts"][0]["content"]
@@ -75,14 +81,20 @@ async fn a_session_continues_across_runs_and_describes_its_history() {
         messages,
         expected.map(|(r, t)| (r.to_owned(), t.to_owned()))
     );
+    assert!(stored.is_sorted(), "{stored:?}");
     let unknown = app
         .get(&format!("/acp/sessions/{}", uuid::Uuid::new_v4()), &token)
         .await;
     assert_acp_error(&unknown, StatusCode::NOT_FOUND, "not_found");
-    let beyond = app
-        .get(&format!("/acp/sessions/{session}/history/9"), &token)
-        .await;
-    assert_acp_error(&beyond, StatusCode::NOT_FOUND, "not_found");
+    for position in ["9", "-1", "x"] {
+        let beyond = app
+            .get(
+                &format!("/acp/sessions/{session}/history/{position}"),
+                &token,
+            )
+            .await;
+        assert_acp_error(&beyond, StatusCode::NOT_FOUND, "not_found");
+    }
     // Another agent cannot take the session over.
     let other = run(
         &app,
