@@ -1,7 +1,8 @@
 //! A small MCP server on stdio, for agentry's tests: `add` (two numbers), `echo`, `count`
 //! (a `label`; appends a line to the file named by `MCP_FIXTURE_COUNT_FILE`, so a test can
 //! tell how often it ran), `fail` (an error result), and `grow` (adds a tool `extra` and says the list
-//! changed), `env` (the names of its environment variables), `sleep` (answers after `seconds`). It writes its process id to `MCP_FIXTURE_PID_FILE` when that is set.
+//! changed), `env` (the names of its environment variables), `sleep` (answers after `seconds`). It writes its process id to `MCP_FIXTURE_PID_FILE` when that is set, and with
+//! `MCP_FIXTURE_GRANDCHILD_PID_FILE` starts a `sleep` of its own and writes that one's.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -184,6 +185,21 @@ async fn main() {
     if let Ok(path) = std::env::var("MCP_FIXTURE_PID_FILE") {
         std::fs::write(path, std::process::id().to_string()).expect("the pid file is writable");
     }
+    // A program of its own that outlives it unless its whole process group is stopped.
+    let _grandchild = match std::env::var("MCP_FIXTURE_GRANDCHILD_PID_FILE") {
+        Ok(path) => {
+            let child = std::process::Command::new("sleep")
+                .arg("600")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("sleep starts");
+            std::fs::write(path, child.id().to_string()).expect("the pid file is writable");
+            Some(child)
+        }
+        Err(_) => None,
+    };
     let running = Fixture::default()
         .serve(rmcp::transport::stdio())
         .await

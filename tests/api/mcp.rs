@@ -93,12 +93,25 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Setup {
+        Setup::start_with_env("").await
+    }
+
+    /// With more of the fixture's environment (`NAME = 'value', `, `{dir}` for its folder).
+    async fn start_with_env(extra: &str) -> Setup {
         let model = ScriptedOpenAi::start().await;
         let dir = tempfile::tempdir().unwrap();
         let config = mcp_config(
             &model.url,
             &dir.path().join("count"),
             &dir.path().join("pid"),
+        )
+        .replacen(
+            "env = { ",
+            &format!(
+                "env = {{ {}",
+                extra.replace("{dir}", &dir.path().display().to_string())
+            ),
+            1,
         );
         let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
         assert!(
@@ -683,14 +696,31 @@ async fn a_stdio_program_gets_its_own_environment_not_agentrys() {
 }
 
 #[tokio::test]
-async fn graceful_shutdown_stops_the_servers_program() {
-    let setup = Setup::start().await;
+async fn graceful_shutdown_stops_the_servers_program_and_what_it_started() {
+    /// Running, as opposed to gone or a zombie waiting for whoever adopted it.
+    fn running(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+            .ok()
+            .and_then(|stat| {
+                let (_, after_name) = stat.rsplit_once(") ")?;
+                after_name.chars().next()
+            })
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    }
+    let setup =
+        Setup::start_with_env("MCP_FIXTURE_GRANDCHILD_PID_FILE = '{dir}/grandchild', ").await;
     let pid = setup.pid();
-    let proc_entry = PathBuf::from(format!("/proc/{}", pid.trim()));
-    assert!(proc_entry.exists());
+    let grandchild = std::fs::read_to_string(setup.dir.path().join("grandchild")).unwrap();
+    assert!(running(&pid) && running(&grandchild));
     let Setup { app, dir, model } = setup;
     app.stop().await;
-    assert!(!proc_entry.exists(), "the program is gone");
+    assert!(!running(&pid), "the program is gone");
+    // A signal to the process group reaches the grandchild at once; give the kernel a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while running(&grandchild) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!running(&grandchild), "the program's own child is gone too");
     drop((dir, model));
 }
 

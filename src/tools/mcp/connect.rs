@@ -44,11 +44,12 @@ impl ClientHandler for Listener {
 pub(super) type Client = RunningService<RoleClient, Listener>;
 
 /// Starts the program (in a process group of its own, killed when dropped) or reaches the
-/// URL, and completes the MCP handshake.
+/// URL, and completes the MCP handshake. With a program, its process id, which names its
+/// process group.
 pub(super) async fn connect(
     settings: &McpServerSettings,
     listener: Listener,
-) -> Result<Client, String> {
+) -> Result<(Client, Option<u32>), String> {
     match (&settings.command, &settings.url) {
         (Some(command), _) => {
             let mut program = tokio::process::Command::new(command);
@@ -75,10 +76,16 @@ pub(super) async fn connect(
             if let Some(stderr) = stderr {
                 tokio::spawn(log_stderr(settings.name.clone(), stderr));
             }
-            listener
-                .serve(transport)
-                .await
-                .map_err(|e| format!("the MCP handshake failed: {e}"))
+            let leader = transport.id();
+            match listener.serve(transport).await {
+                Ok(client) => Ok((client, leader)),
+                Err(error) => {
+                    if let Some(leader) = leader {
+                        super::group::stop(leader, super::supervisor::LEFTOVER_GRACE).await;
+                    }
+                    Err(format!("the MCP handshake failed: {error}"))
+                }
+            }
         }
         (None, Some(url)) => {
             let mut headers = HashMap::new();
@@ -92,10 +99,11 @@ pub(super) async fn connect(
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
             let transport = StreamableHttpClientTransport::from_config(config);
-            listener
+            let client = listener
                 .serve(transport)
                 .await
-                .map_err(|e| format!("the MCP handshake failed: {e}"))
+                .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+            Ok((client, None))
         }
         (None, None) => Err("neither a command nor a URL is configured".into()),
     }

@@ -3,6 +3,7 @@
 //! A server that is down has no tools; a call to it is answered with a result saying so.
 
 mod connect;
+mod group;
 mod result;
 mod supervisor;
 

@@ -14,6 +14,9 @@ const FIRST_RETRY: Duration = Duration::from_millis(500);
 const LAST_RETRY: Duration = Duration::from_secs(30);
 /// How long a stopping server's program gets to exit before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long what the program started, still running once it is gone, gets to exit before
+/// it is killed.
+pub(super) const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
 pub(super) async fn supervise(server: Arc<Server>, stop: CancellationToken) {
     let name = server.settings.name.clone();
@@ -22,7 +25,7 @@ pub(super) async fn supervise(server: Arc<Server>, stop: CancellationToken) {
     loop {
         let changed = Arc::new(Notify::new());
         let attempt = async {
-            let client = connect(
+            let (client, leader) = connect(
                 &server.settings,
                 Listener {
                     changed: changed.clone(),
@@ -30,14 +33,14 @@ pub(super) async fn supervise(server: Arc<Server>, stop: CancellationToken) {
             )
             .await?;
             let tools = list_tools(client.peer()).await?;
-            Ok::<_, String>((client, tools))
+            Ok::<_, String>((client, leader, tools))
         };
         let attempt = tokio::select! {
             _ = stop.cancelled() => return,
             attempt = tokio::time::timeout(connect_limit, attempt) => attempt,
         };
         match attempt {
-            Ok(Ok((client, tools))) => {
+            Ok(Ok((client, leader, tools))) => {
                 tracing::info!(mcp_server = %name, tools = tools.len(), "MCP server connected");
                 retry = FIRST_RETRY;
                 server.set_live(Some(Live {
@@ -46,6 +49,9 @@ pub(super) async fn supervise(server: Arc<Server>, stop: CancellationToken) {
                 }));
                 serve(&server, client, &changed, &stop).await;
                 server.set_live(None);
+                if let Some(leader) = leader {
+                    super::group::stop(leader, LEFTOVER_GRACE).await;
+                }
                 if stop.is_cancelled() {
                     tracing::info!(mcp_server = %name, "MCP server stopped");
                     return;
