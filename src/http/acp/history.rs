@@ -2,9 +2,8 @@
 //! `agent/<name>`, a tool result as a user message with its `/tool_results/<id>` part.
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
 
-use super::render::{TOOL_RESULTS, agent_role};
+use super::render::{TOOL_RESULTS, agent_role, tool_call_part};
 use super::wire::{MessageObject, PartMetadata, PartObject, Trajectory, timestamp};
 use crate::model::{Content, ContentBlock, HistoryMessage, Part};
 
@@ -49,15 +48,7 @@ fn block_parts(blocks: &[ContentBlock], base: &str) -> Vec<PartObject> {
                 tool_call_id,
                 name,
                 input,
-            } => PartObject::json(
-                None,
-                &json!({"id": tool_call_id, "name": name, "input": input}),
-                Some(PartMetadata::Trajectory(Trajectory::tool(
-                    Some(name.clone()),
-                    Some(Value::Object(input.clone())),
-                    None,
-                ))),
-            ),
+            } => tool_call_part(tool_call_id, name, input),
             ContentBlock::Image { url } => {
                 let media = url
                     .strip_prefix("data:")

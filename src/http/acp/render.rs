@@ -156,15 +156,7 @@ impl RunRenderer {
                     input: input.clone(),
                     at: event.created_at,
                 });
-                let part = PartObject::json(
-                    None,
-                    &json!({"id": tool_call_id, "name": name, "input": input}),
-                    Some(PartMetadata::Trajectory(Trajectory::tool(
-                        Some(name.clone()),
-                        Some(Value::Object(input.clone())),
-                        None,
-                    ))),
-                );
+                let part = tool_call_part(tool_call_id, name, input);
                 self.part(&mut out, event, Last::Other, part);
             }
             EventData::ToolResult {
@@ -380,6 +372,20 @@ fn content_value(content: &Content) -> Value {
         Content::Text(text) => Value::String(text.clone()),
         Content::Blocks(blocks) => serde_json::to_value(blocks).unwrap_or(Value::Null),
     }
+}
+
+/// A tool call as an output part: `{"id", "name", "input"}` as JSON, with trajectory
+/// metadata naming the tool and its input.
+pub fn tool_call_part(id: &str, name: &str, input: &serde_json::Map<String, Value>) -> PartObject {
+    PartObject::json(
+        None,
+        &json!({"id": id, "name": name, "input": input}),
+        Some(PartMetadata::Trajectory(Trajectory::tool(
+            Some(name.to_owned()),
+            Some(Value::Object(input.clone())),
+            None,
+        ))),
+    )
 }
 
 #[cfg(test)]
