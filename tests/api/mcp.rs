@@ -93,26 +93,28 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Setup {
-        Setup::start_with_env("").await
+        Setup::start_with(|config, _, _| config).await
     }
 
     /// With more of the fixture's environment (`NAME = 'value', `, `{dir}` for its folder).
     async fn start_with_env(extra: &str) -> Setup {
+        Setup::start_with(|config, _, dir| {
+            let extra = extra.replace("{dir}", &dir.display().to_string());
+            config.replacen("env = { ", &format!("env = {{ {extra}"), 1)
+        })
+        .await
+    }
+
+    /// With [`mcp_config`] edited by `edit` (given the model's URL and the fixture's folder).
+    async fn start_with(edit: impl FnOnce(String, &str, &Path) -> String) -> Setup {
         let model = ScriptedOpenAi::start().await;
         let dir = tempfile::tempdir().unwrap();
         let config = mcp_config(
             &model.url,
             &dir.path().join("count"),
             &dir.path().join("pid"),
-        )
-        .replacen(
-            "env = { ",
-            &format!(
-                "env = {{ {}",
-                extra.replace("{dir}", &dir.path().display().to_string())
-            ),
-            1,
         );
+        let config = edit(config, &model.url, dir.path());
         let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
         assert!(
             app.state
@@ -300,33 +302,24 @@ async fn a_model_calls_an_mcp_tool_by_its_safe_name_and_its_result_is_stored_and
 
 #[tokio::test]
 async fn an_anthropic_model_calls_an_mcp_tool_by_its_safe_name() {
-    let model = ScriptedOpenAi::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = mcp_config(
-        &model.url,
-        &dir.path().join("count"),
-        &dir.path().join("pid"),
-    ) + &format!(
-        r#"
+    let setup = Setup::start_with(|config, model_url, _| {
+        config
+            + &format!(
+                r#"
 [[agents]]
 name = "claude"
 provider = "anthropic"
-base_url = "{}"
+base_url = "{model_url}"
 model = "claude-test"
 max_retries = 0
 
 [[agents.tools]]
 name = "fx.add"
-"#,
-        model.url
-    );
-    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
-    assert!(
-        app.state
-            .mcp
-            .wait_for("fx", Duration::from_secs(30), |tools| tools.is_some())
-            .await
-    );
+"#
+            )
+    })
+    .await;
+    let (app, model) = (&setup.app, &setup.model);
     let (_, token) = app.new_tenant().await;
     let session = app
         .create_session(
@@ -910,21 +903,11 @@ fn config_check_names_the_key_of_a_bad_mcp_server() {
 
 #[tokio::test]
 async fn a_call_that_outlasts_the_servers_timeout_is_answered_with_an_error() {
-    let model = ScriptedOpenAi::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = mcp_config(
-        &model.url,
-        &dir.path().join("count"),
-        &dir.path().join("pid"),
-    )
-    .replacen("timeout_seconds = 5", "timeout_seconds = 1", 1);
-    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
-    assert!(
-        app.state
-            .mcp
-            .wait_for("fx", Duration::from_secs(30), |tools| tools.is_some())
-            .await
-    );
+    let setup = Setup::start_with(|config, _, _| {
+        config.replacen("timeout_seconds = 5", "timeout_seconds = 1", 1)
+    })
+    .await;
+    let (app, model) = (&setup.app, &setup.model);
     let (_, token) = app.new_tenant().await;
     let session = app
         .create_session(

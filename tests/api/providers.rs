@@ -61,6 +61,46 @@ fn hello() -> Reply {
     ])
 }
 
+/// The same scripted reply in a turn of each AAP stream mode, in order: the `delta` frames,
+/// the `message` frames and the body of a turn without a stream.
+async fn a_turn_in_each_mode(
+    app: &TestApp,
+    token: &str,
+    session: &str,
+    server: &ScriptedOpenAi,
+    reply: impl Fn() -> Reply,
+) -> (
+    Vec<crate::sse::Frame>,
+    Vec<crate::sse::Frame>,
+    crate::helpers::Reply,
+) {
+    let mut streamed = Vec::new();
+    for (mode, text) in [("delta", "Hi"), ("message", "Again")] {
+        server.push(reply());
+        let frames = app
+            .stream_turn(
+                token,
+                session,
+                json!({"stream": mode, "messages": [user(text)]}),
+            )
+            .await
+            .collect()
+            .await;
+        streamed.push(frames);
+    }
+    server.push(reply());
+    let none = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            token,
+            json!({"messages": [user("Once more")]}),
+        )
+        .await;
+    let message = streamed.pop().unwrap();
+    let delta = streamed.pop().unwrap();
+    (delta, message, none)
+}
+
 #[tokio::test]
 async fn openai_streams_text_and_thinking_in_all_three_modes_with_options_applied() {
     let server = ScriptedOpenAi::start().await;
@@ -74,15 +114,7 @@ async fn openai_streams_text_and_thinking_in_all_three_modes_with_options_applie
         )
         .await;
 
-    server.push(hello());
-    let stream = app
-        .stream_turn(
-            &token,
-            &session,
-            json!({"stream": "delta", "messages": [user("Hi")]}),
-        )
-        .await;
-    let delta = stream.collect().await;
+    let (delta, message, none) = a_turn_in_each_mode(&app, &token, &session, &server, hello).await;
     let names = crate::sse::names(&delta);
     assert_eq!(
         names,
@@ -98,28 +130,10 @@ async fn openai_streams_text_and_thinking_in_all_three_modes_with_options_applie
     assert_eq!(delta[3].data, json!({"delta": "Bon"}));
     assert_eq!(delta[5].data, json!({"stopReason": "end_turn"}));
 
-    server.push(hello());
-    let message = app
-        .stream_turn(
-            &token,
-            &session,
-            json!({"stream": "message", "messages": [user("Again")]}),
-        )
-        .await
-        .collect()
-        .await;
     let names = crate::sse::names(&message);
     assert_eq!(names, ["turn_start", "thinking", "text", "turn_stop"]);
     assert_eq!(message[2].data, json!({"text": "Bonjour"}));
 
-    server.push(hello());
-    let none = app
-        .post(
-            &format!("/sessions/{session}/turns"),
-            &token,
-            json!({"messages": [user("Once more")]}),
-        )
-        .await;
     assert_eq!(
         none.body,
         json!({"stopReason": "end_turn", "messages": [{"role": "assistant", "content": [
@@ -1012,16 +1026,8 @@ async fn anthropic_streams_text_in_all_three_modes() {
         .create_session(&token, json!({"agent": {"name": "claude"}}))
         .await;
 
-    server.push(claude_hello());
-    let delta = app
-        .stream_turn(
-            &token,
-            &session,
-            json!({"stream": "delta", "messages": [user("Hi")]}),
-        )
-        .await
-        .collect()
-        .await;
+    let (delta, message, none) =
+        a_turn_in_each_mode(&app, &token, &session, &server, claude_hello).await;
     assert_eq!(
         crate::sse::names(&delta),
         [
@@ -1036,16 +1042,6 @@ async fn anthropic_streams_text_in_all_three_modes() {
     assert_eq!(delta[1].data, json!({"delta": "Greet "}));
     assert_eq!(delta[4].data, json!({"delta": "lo."}));
 
-    server.push(claude_hello());
-    let message = app
-        .stream_turn(
-            &token,
-            &session,
-            json!({"stream": "message", "messages": [user("Again")]}),
-        )
-        .await
-        .collect()
-        .await;
     assert_eq!(
         crate::sse::names(&message),
         ["turn_start", "thinking", "text", "turn_stop"]
@@ -1054,14 +1050,6 @@ async fn anthropic_streams_text_in_all_three_modes() {
     assert_eq!(message[2].data, json!({"text": "Hello."}));
     assert_eq!(message[3].data, json!({"stopReason": "end_turn"}));
 
-    server.push(claude_hello());
-    let none = app
-        .post(
-            &format!("/sessions/{session}/turns"),
-            &token,
-            json!({"messages": [user("Once more")]}),
-        )
-        .await;
     assert_eq!(
         none.body,
         json!({"stopReason": "end_turn", "messages": [{"role": "assistant", "content": [
