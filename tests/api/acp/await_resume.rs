@@ -53,6 +53,25 @@ fn both_calls() -> Reply {
     ])
 }
 
+/// A sync run of `gpt` on the session (`uuid`) whose model calls both tools: it awaits them.
+async fn awaiting_run(
+    app: &TestApp,
+    server: &ScriptedOpenAi,
+    token: &str,
+    uuid: &str,
+) -> crate::helpers::Reply {
+    server.push(both_calls());
+    let awaiting = run(
+        app,
+        token,
+        json!({"agent_name": "gpt", "session_id": uuid, "input": [acp_user("look it up")]}),
+    )
+    .await;
+    assert_eq!(awaiting.status, StatusCode::OK, "{}", awaiting.text);
+    assert_eq!(awaiting.body["status"], "awaiting", "{}", awaiting.text);
+    awaiting
+}
+
 async fn resume(app: &TestApp, token: &str, run_id: &str, body: Value) -> crate::helpers::Reply {
     reply_of(post_raw(app, &format!("/acp/runs/{run_id}"), token, &body).await).await
 }
@@ -71,13 +90,7 @@ async fn a_sync_run_awaits_its_calls_and_a_resume_answers_them() {
     let app = app_with_gpt(&server).await;
     let (_, token) = app.new_tenant().await;
     let (session, uuid) = tool_session(&app, &token).await;
-    server.push(both_calls());
-    let awaiting = run(
-        &app,
-        &token,
-        json!({"agent_name": "gpt", "session_id": uuid, "input": [acp_user("look it up")]}),
-    )
-    .await;
+    let awaiting = awaiting_run(&app, &server, &token, &uuid).await;
     assert_eq!(awaiting.status, StatusCode::OK, "{}", awaiting.text);
     assert_eq!(awaiting.body["status"], "awaiting");
     assert_eq!(awaiting.body["session_id"], uuid.as_str());
@@ -290,13 +303,7 @@ async fn a_run_whose_calls_are_answered_over_aap_awaits_no_more() {
     let app = app_with_gpt(&server).await;
     let (_, token) = app.new_tenant().await;
     let (session, uuid) = tool_session(&app, &token).await;
-    server.push(both_calls());
-    let awaiting = run(
-        &app,
-        &token,
-        json!({"agent_name": "gpt", "session_id": uuid, "input": [acp_user("look it up")]}),
-    )
-    .await;
+    let awaiting = awaiting_run(&app, &server, &token, &uuid).await;
     assert_eq!(awaiting.body["status"], "awaiting", "{}", awaiting.text);
     let run_id = awaiting.body["run_id"].as_str().unwrap();
     let stopped = awaiting.body["await_request"]["message"]["completed_at"].clone();
@@ -330,19 +337,9 @@ async fn a_run_whose_calls_are_answered_over_aap_awaits_no_more() {
 async fn cancelling_an_awaiting_run_answers_its_calls_so_the_session_goes_on() {
     let server = ScriptedOpenAi::start().await;
     let app = app_with_gpt(&server).await;
-    let (session, uuid) = {
-        let (_, token) = app.new_tenant().await;
-        let ids = tool_session(&app, &token).await;
-        (ids, token)
-    };
-    let ((session_id, uuid), token) = (session, uuid);
-    server.push(both_calls());
-    let awaiting = run(
-        &app,
-        &token,
-        json!({"agent_name": "gpt", "session_id": uuid, "input": [acp_user("look")]}),
-    )
-    .await;
+    let (_, token) = app.new_tenant().await;
+    let (session_id, uuid) = tool_session(&app, &token).await;
+    let awaiting = awaiting_run(&app, &server, &token, &uuid).await;
     let run_id = awaiting.body["run_id"].as_str().unwrap();
     let cancel = reply_of(
         post_raw(
