@@ -71,6 +71,29 @@ pub fn split_tool_name(name: &str) -> Option<(&str, &str)> {
 }
 
 impl McpServerSettings {
+    /// `text` (an error to log) with the server's URL cut down to where it points: no
+    /// credentials, query or fragment, which may carry secrets from `${NAME}`.
+    pub fn redact(&self, text: &str) -> String {
+        let Some(url) = &self.url else {
+            return text.to_owned();
+        };
+        let shown = match reqwest::Url::parse(url) {
+            Ok(parsed) => format!(
+                "{}://{}{}",
+                parsed.scheme(),
+                parsed.host_str().unwrap_or_default(),
+                parsed.port().map(|p| format!(":{p}")).unwrap_or_default() + parsed.path()
+            ),
+            Err(_) => "<the server's URL>".to_owned(),
+        };
+        let mut redacted = text.replace(url.as_str(), &shown);
+        // Clients write URLs again in their own form (`…/mcp?key=…` parsed and printed).
+        if let Ok(parsed) = reqwest::Url::parse(url) {
+            redacted = redacted.replace(parsed.as_str(), &shown);
+        }
+        redacted
+    }
+
     /// Replaces `${NAME}` in every string with the environment variable.
     pub(super) fn resolve_environment(
         &mut self,
@@ -198,6 +221,25 @@ impl McpServerSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_logged_error_shows_where_the_url_points_but_not_its_secrets() {
+        let settings: McpServerSettings = serde_json::from_value(serde_json::json!({
+            "name": "search",
+            "url": "https://user:pw@mcp.example.com:8443/mcp?key=s3cr3t"
+        }))
+        .unwrap();
+        let error =
+            "error sending request for url (https://user:pw@mcp.example.com:8443/mcp?key=s3cr3t)";
+        let redacted = settings.redact(error);
+        assert_eq!(
+            redacted,
+            "error sending request for url (https://mcp.example.com:8443/mcp)"
+        );
+        let stdio: McpServerSettings =
+            serde_json::from_value(serde_json::json!({"name": "fx", "command": "fx"})).unwrap();
+        assert_eq!(stdio.redact("broken pipe"), "broken pipe");
+    }
 
     #[test]
     fn tool_names_split_at_the_first_dot() {

@@ -287,7 +287,12 @@ async fn run_steps(
             outcome.stop_reason = StopReason::MaxTokens;
             return Ok(outcome);
         };
-        let estimated = providers::estimate_tokens(&system_prompt, &messages, &tools);
+        // What the correction compares the provider's count with; only a budget needs it.
+        let estimated = if budgeted {
+            providers::estimate_tokens(&system_prompt, &messages, &tools)
+        } else {
+            0
+        };
         let stream = provider.stream(ModelRequest {
             system_prompt: system_prompt.clone(),
             messages,

@@ -235,7 +235,7 @@ impl Engine {
         }
         let pending = self.pending_tool_calls(tenant, session_id).await?;
         check_input(&request.messages, &pending, |name| {
-            agent.server_tool(name).is_some()
+            agent.has_server_tool(name)
         })?;
         let permissions: Vec<Permission> = request
             .messages

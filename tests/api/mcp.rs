@@ -935,3 +935,40 @@ async fn a_call_that_outlasts_the_servers_timeout_is_answered_with_an_error() {
         "Error: `fx.sleep` did not answer within 1 seconds."
     );
 }
+
+#[tokio::test]
+async fn an_acp_run_asks_permission_for_an_mcp_tool_a_wildcard_names() {
+    let setup = Setup::start().await;
+    let (app, model) = (&setup.app, &setup.model);
+    let (_, token) = app.new_tenant().await;
+    // `fx.echo` is exposed through `fx.*` only, and enabled untrusted.
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "all", "tools": [{"name": "fx.echo"}]}}),
+        )
+        .await;
+    let uuid = uuid::Uuid::parse_str(session.trim_start_matches("sess_")).unwrap();
+    model.push(Reply::Stream(vec![
+        call("e", "fx_echo", r#"{"text": "hi"}"#),
+        finish("tool_calls"),
+    ]));
+    let awaiting = crate::acp::run(
+        app,
+        &token,
+        json!({"agent_name": "all", "session_id": uuid.to_string(),
+               "input": [crate::acp::acp_user("echo hi")]}),
+    )
+    .await;
+    assert_eq!(awaiting.body["status"], "awaiting", "{}", awaiting.text);
+    let asked: Value = serde_json::from_str(
+        awaiting.body["await_request"]["message"]["parts"][0]["content"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        asked,
+        json!({"id": "e", "name": "fx.echo", "input": {"text": "hi"}, "answer": "permission"})
+    );
+}

@@ -12,7 +12,8 @@
 //!   `run.awaiting` (a `tool_use` stop: the calls are the await request's parts),
 //!   `run.completed`, `run.failed` or `run.cancelled`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -22,6 +23,7 @@ use super::wire::{
     AwaitRequest, ErrorObject, EventObject, MessageObject, PartMetadata, PartObject, RunObject,
     RunStatus, Trajectory, timestamp,
 };
+use crate::agents::Agent;
 use crate::engine::PendingCall;
 use crate::model::{Content, Event, EventData, StopReason, TurnError, TurnId, TurnStatus};
 
@@ -39,8 +41,9 @@ pub struct RunIdentity {
     pub agent_name: String,
     pub session_id: String,
     pub created_at: DateTime<Utc>,
-    /// The agent's server tools: their calls wait for a permission, not a result.
-    pub server_tools: HashSet<String>,
+    /// The agent (none once it is no longer configured): its server tools' calls wait for
+    /// a permission, not a result.
+    pub agent: Option<Arc<Agent>>,
 }
 
 /// The kind of the last part of the open message, to merge deltas in the run's output.
@@ -217,6 +220,14 @@ impl RunRenderer {
         Some((id, EventObject::for_run(self.run())))
     }
 
+    /// A run whose latest turn (a resume's) is queued and has not started: it is no longer
+    /// awaiting, it is going on.
+    pub fn resume_queued(&mut self) {
+        self.status = RunStatus::InProgress;
+        self.await_request = None;
+        self.calls.clear();
+    }
+
     /// A run that awaits calls no longer pending (`pending` is the session's): they were
     /// answered outside the run, by a turn over another face, so it awaits nothing and
     /// ended `completed` when it stopped.
@@ -271,7 +282,8 @@ impl RunRenderer {
             .calls
             .iter()
             .map(|call| {
-                let answer = if self.identity.server_tools.contains(&call.name) {
+                let server_tool = self.identity.agent.as_ref();
+                let answer = if server_tool.is_some_and(|a| a.has_server_tool(&call.name)) {
                     "permission"
                 } else {
                     "result"
@@ -412,7 +424,7 @@ mod tests {
             agent_name: "my.agent".into(),
             session_id: "s".into(),
             created_at: crate::model::now(),
-            server_tools: HashSet::new(),
+            agent: None,
         });
         let events = [
             EventData::TurnStart {},

@@ -1,7 +1,6 @@
 //! A run rendered from the log: its current state, its events as a list, or its events
 //! as an SSE stream (replayed from the log, then live).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use actix_web::http::header;
@@ -52,18 +51,13 @@ pub async fn identity(state: &AppState, run: &AcpRun) -> Result<RunIdentity, Acp
         .get_session(&run.tenant_id, &run.session_id)
         .await
         .or_acp_not_found("Session")?;
-    let server_tools: HashSet<String> = state
-        .agents
-        .get(&session.agent)
-        .map(|a| a.settings().tools.iter().map(|t| t.name.clone()).collect())
-        .unwrap_or_default();
     Ok(RunIdentity {
         run_id: run_uuid(&run.id),
         first_turn: run.id.clone(),
         agent_name: session.agent.clone(),
         session_id: session_uuid(&session),
         created_at: run.created_at,
-        server_tools,
+        agent: state.agents.get(&session.agent).cloned(),
     })
 }
 
@@ -76,13 +70,16 @@ pub async fn replay(
     const PAGE: i64 = 1000;
     let mut renderer = RunRenderer::new(identity(state, run).await?);
     let mut rendered = Vec::new();
+    let mut last_turn_started = false;
     for turn in &run.turns {
         let mut after = -1;
+        last_turn_started = false;
         loop {
             let page = state
                 .store
                 .list_events(&run.tenant_id, &run.session_id, Some(turn), after, PAGE)
                 .await?;
+            last_turn_started |= !page.is_empty();
             for event in &page {
                 rendered.extend(renderer.render(event));
             }
@@ -94,6 +91,9 @@ pub async fn replay(
     }
     if let Some(at) = run.cancelled_at {
         rendered.extend(renderer.cancel_awaiting(at));
+    }
+    if !last_turn_started && run.turns.len() > 1 {
+        renderer.resume_queued();
     }
     if renderer.status() == RunStatus::Awaiting {
         let pending = state

@@ -28,16 +28,6 @@ pub async fn resume_run(
     let tenant = auth?.tenant_id;
     let id = path.into_inner();
     let run = load_run(&state, &tenant, &id).await?;
-    let (renderer, _) = replay(&state, &run).await?;
-    if renderer.status() != RunStatus::Awaiting {
-        return Err(AcpError::forbidden(
-            "run_not_awaiting",
-            format!(
-                "Run {id} has no await request (its status is {})",
-                renderer.status()
-            ),
-        ));
-    }
     let request = parse_body(body)?;
     let mode = parse_mode(&request)?;
     let message = match request.get("await_resume") {
@@ -55,6 +45,17 @@ pub async fn resume_run(
     }
     .filter(|m| m.is_object())
     .ok_or_else(|| AcpError::invalid("await_resume.message", "is required"))?;
+    // As the reference: the body is checked first, then whether the run awaits.
+    let (renderer, _) = replay(&state, &run).await?;
+    if renderer.status() != RunStatus::Awaiting {
+        return Err(AcpError::forbidden(
+            "run_not_awaiting",
+            format!(
+                "Run {id} has no await request (its status is {})",
+                renderer.status()
+            ),
+        ));
+    }
     let session = state
         .store
         .get_session(&tenant, &run.session_id)
@@ -68,7 +69,7 @@ pub async fn resume_run(
         .engine
         .pending_tool_calls(&tenant, &run.session_id)
         .await?;
-    let answers = parse_resume(message, &pending, |name| agent.server_tool(name).is_some())?;
+    let answers = parse_resume(message, &pending, |name| agent.has_server_tool(name))?;
     let started = state
         .engine
         .start_turn(

@@ -33,16 +33,6 @@ pub struct McpTool {
     pub input_schema: Value,
 }
 
-/// What a server has to say about one of its tools right now.
-#[derive(Debug, Clone)]
-pub enum McpLookup {
-    Ready(McpTool),
-    /// Connected, but it lists no such tool.
-    NoSuchTool,
-    /// Not connected (never yet, or the connection died).
-    Unavailable,
-}
-
 /// A connected server: its client and its latest tool list.
 #[derive(Clone)]
 struct Live {
@@ -155,16 +145,6 @@ impl McpRegistry {
             .unwrap_or_default()
     }
 
-    pub fn lookup(&self, server: &str, tool: &str) -> McpLookup {
-        match self.server(server).and_then(|s| s.live()) {
-            None => McpLookup::Unavailable,
-            Some(live) => match live.tools.iter().find(|t| t.name == tool) {
-                Some(tool) => McpLookup::Ready(tool.clone()),
-                None => McpLookup::NoSuchTool,
-            },
-        }
-    }
-
     /// Waits until the server's tool list (`None` while it is down) satisfies `ready`, or
     /// `limit` passes; says which.
     pub async fn wait_for(
@@ -184,38 +164,35 @@ impl McpRegistry {
     }
 
     /// Runs a tool: its arguments are checked against the schema its server lists, then it
-    /// is called. The text is the tool's result, failures included (a model reads them).
+    /// is called on the same connection. The text is the tool's result, failures included (a
+    /// model reads them).
     pub async fn run(&self, server: &str, tool: &str, input: &Map<String, Value>) -> String {
-        match self.lookup(server, tool) {
-            McpLookup::Unavailable => unavailable(server, tool),
-            McpLookup::NoSuchTool => format!("Error: there is no tool named `{server}.{tool}`."),
-            McpLookup::Ready(listed) => {
-                if let Err(problem) = super::validate_arguments(&listed.input_schema, input) {
-                    return format!("Error: invalid arguments: {problem}");
-                }
-                self.call(server, tool, input).await
-            }
-        }
-    }
-
-    /// Calls a tool on arguments already checked against its schema.
-    async fn call(&self, server: &str, tool: &str, input: &Map<String, Value>) -> String {
-        let Some(state) = self.server(server) else {
-            return format!("Error: there is no MCP server named `{server}`.");
-        };
-        let Some(live) = state.live() else {
+        let Some((state, live)) = self.server(server).and_then(|s| Some((s, s.live()?))) else {
             return unavailable(server, tool);
         };
+        let Some(listed) = live.tools.iter().find(|t| t.name == tool) else {
+            return format!("Error: there is no tool named `{server}.{tool}`.");
+        };
+        if let Err(problem) = super::validate_arguments(&listed.input_schema, input) {
+            return format!("Error: invalid arguments: {problem}");
+        }
         let limit = Duration::from_secs(state.settings.timeout_seconds);
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(input.clone());
         match tokio::time::timeout(limit, live.peer.call_tool(params)).await {
             Ok(Ok(result)) => result_text(&result),
+            // The server's own answer is for the model; a transport's error may name the
+            // server's URL (and what its query carries), so only the log has it, redacted.
+            Ok(Err(rmcp::ServiceError::McpError(error))) => format!(
+                "Error: the MCP server `{server}` could not run `{tool}`: {}",
+                error.message
+            ),
             Ok(Err(error)) => {
+                let error = state.settings.redact(&error.to_string());
                 tracing::warn!(server, tool, error = %error, "an MCP tool call failed");
                 if live.peer.is_transport_closed() {
                     unavailable(server, tool)
                 } else {
-                    format!("Error: the MCP server `{server}` could not run `{tool}`: {error}")
+                    format!("Error: the MCP server `{server}` could not run `{tool}`.")
                 }
             }
             Err(_) => {

@@ -59,6 +59,7 @@ pub(super) async fn supervise(server: Arc<Server>, stop: CancellationToken) {
                 tracing::warn!(mcp_server = %name, "MCP server disconnected: its tools are unavailable until it is back");
             }
             Ok(Err(error)) => {
+                let error = server.settings.redact(&error);
                 tracing::warn!(mcp_server = %name, error = %error, retry_in_ms = retry.as_millis() as u64, "MCP server unavailable: its tools are absent until it connects");
             }
             Err(_) => {
@@ -89,12 +90,15 @@ async fn serve(server: &Server, client: Client, changed: &Notify, stop: &Cancell
             }
             _ = &mut ended => return,
             _ = changed.notified() => {
-                match list_tools(&peer).await {
-                    Ok(tools) => {
+                // Bounded, so a server that never answers cannot hold up a stop.
+                let limit = Duration::from_secs(server.settings.connect_timeout_seconds);
+                match tokio::time::timeout(limit, list_tools(&peer)).await {
+                    Ok(Ok(tools)) => {
                         tracing::info!(mcp_server = %server.settings.name, tools = tools.len(), "MCP server's tools changed");
                         server.set_tools(tools);
                     }
-                    Err(error) => tracing::warn!(mcp_server = %server.settings.name, error = %error, "cannot re-list an MCP server's tools"),
+                    Ok(Err(error)) => tracing::warn!(mcp_server = %server.settings.name, error = %server.settings.redact(&error), "cannot re-list an MCP server's tools"),
+                    Err(_) => tracing::warn!(mcp_server = %server.settings.name, "an MCP server did not list its tools in time"),
                 }
             }
         }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::frames::SseReader;
 use super::{acp_user, assert_acp_error, output_text, post_raw, reply_of, run, types};
-use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_on};
+use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_on, user};
 use crate::scripted::{Reply, ScriptedOpenAi, finish, text, tool_fragment};
 
 async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
@@ -279,6 +279,9 @@ async fn resuming_a_run_that_does_not_await_is_refused_and_changes_nothing() {
     .await;
     assert_acp_error(&refused, StatusCode::FORBIDDEN, "server_error");
     assert_eq!(refused.body["data"]["code"], "run_not_awaiting");
+    // A body that is not a resume is refused as such first, as the reference does.
+    let invalid = resume(&app, &token, run_id, json!({"mode": "sync"})).await;
+    assert_acp_error(&invalid, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert!(
         refused.body["message"]
             .as_str()
@@ -397,6 +400,103 @@ async fn cancelling_an_awaiting_run_answers_its_calls_so_the_session_goes_on() {
         .map(|m| m["toolCallId"].as_str().unwrap())
         .collect();
     assert_eq!(tool_ids, ["a", "c"]);
+}
+
+#[tokio::test]
+async fn a_resume_waiting_for_a_turn_slot_is_in_progress_not_ended() {
+    let server = ScriptedOpenAi::start().await;
+    // One turn at a time, and an agent whose turn holds the slot until it is cancelled.
+    let config = format!(
+        r#"
+[engine]
+max_concurrent_turns = 1
+
+[[agents]]
+name = "gpt"
+provider = "openai"
+base_url = "{}"
+model = "m"
+max_retries = 0
+
+[[agents.tools]]
+name = "clock"
+
+[[agents]]
+name = "slow"
+provider = "echo"
+chunk_size = 1
+delay_ms = 1000
+"#,
+        server.url
+    );
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    let (_, token) = app.new_tenant().await;
+    let (_, uuid) = tool_session(&app, &token).await;
+    server.push(Reply::Stream(vec![
+        tool_fragment(0, Some("a"), Some("lookup"), "{}"),
+        finish("tool_calls"),
+    ]));
+    let awaiting = run(
+        &app,
+        &token,
+        json!({"agent_name": "gpt", "session_id": uuid, "input": [acp_user("look")]}),
+    )
+    .await;
+    assert_eq!(awaiting.body["status"], "awaiting", "{}", awaiting.text);
+    let run_id = awaiting.body["run_id"].as_str().unwrap();
+
+    let busy = app
+        .create_session(&token, json!({"agent": {"name": "slow"}}))
+        .await;
+    let mut holder = app
+        .stream_turn(
+            &token,
+            &busy,
+            json!({"stream": "delta", "messages": [user("a long story")]}),
+        )
+        .await;
+    let started = holder.next().await.unwrap();
+    assert_eq!(started.event, "turn_start");
+    let holder_turn = holder.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    // The resume is accepted and queued: the run goes on, it has not ended.
+    server.push(Reply::Stream(vec![text("Got it."), finish("stop")]));
+    let accepted = resume(
+        &app,
+        &token,
+        run_id,
+        json!({"await_resume": {"type": "message", "message": {"role": "user",
+               "parts": [{"content": "the answer"}]}}, "mode": "async"}),
+    )
+    .await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.text);
+    assert_eq!(accepted.body["status"], "in-progress", "{}", accepted.text);
+    let queued = app.get(&format!("/acp/runs/{run_id}"), &token).await;
+    assert_eq!(queued.body["status"], "in-progress", "{}", queued.text);
+    assert_eq!(queued.body["await_request"], Value::Null);
+    assert_eq!(queued.body["finished_at"], Value::Null);
+
+    // Once the slot is free, the resumed turn runs to its end.
+    let cancelled = app
+        .post(
+            &format!("/sessions/{busy}/turns/{holder_turn}/cancel"),
+            &token,
+            json!({}),
+        )
+        .await;
+    assert!(cancelled.status.is_success(), "{}", cancelled.text);
+    let done = loop {
+        let poll = app.get(&format!("/acp/runs/{run_id}"), &token).await;
+        if poll.body["status"] == "completed" {
+            break poll.body;
+        }
+        assert_eq!(poll.body["status"], "in-progress", "{}", poll.text);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(output_text(&done).ends_with("Got it."), "{done}");
 }
 
 #[tokio::test]
