@@ -26,6 +26,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     SessionBusy,
+    RunNotAwaiting,
+    RunEnded,
     IdempotencyKeyReused,
     QueueFull,
     ShuttingDown,
@@ -48,7 +50,10 @@ impl ErrorCode {
             ErrorCode::Forbidden | ErrorCode::TenantSuspended => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::Conflict | ErrorCode::SessionBusy => StatusCode::CONFLICT,
+            ErrorCode::Conflict
+            | ErrorCode::SessionBusy
+            | ErrorCode::RunNotAwaiting
+            | ErrorCode::RunEnded => StatusCode::CONFLICT,
             ErrorCode::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::QueueFull => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -133,9 +138,8 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::NotFound => ApiError::new(ErrorCode::NotFound, "not found"),
-            StoreError::Conflict(what) => {
-                ApiError::new(ErrorCode::Conflict, format!("already exists ({what})"))
-            }
+            // The constraint's name stays in the logs of whoever logs it, never in a response.
+            StoreError::Conflict(_) => ApiError::new(ErrorCode::Conflict, "already exists"),
             other => ApiError::internal(other),
         }
     }
@@ -206,6 +210,14 @@ impl From<crate::engine::EngineError> for ApiError {
             EngineError::AgentUnavailable => ApiError::new(
                 ErrorCode::Conflict,
                 "the session's agent is no longer configured on this server",
+            ),
+            EngineError::RunNotAwaiting(status) => ApiError::new(
+                ErrorCode::RunNotAwaiting,
+                format!("the run does not await answers (its status is {status})"),
+            ),
+            EngineError::RunEnded(status) => ApiError::new(
+                ErrorCode::RunEnded,
+                format!("the run has ended (its status is {status})"),
             ),
         }
     }

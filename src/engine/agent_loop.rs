@@ -45,6 +45,7 @@ impl<'a> TurnLog<'a> {
                 tenant: self.turn.tenant_id.clone(),
                 session: self.turn.session_id.clone(),
                 turn: self.turn.id.clone(),
+                run: self.turn.run_id.clone(),
                 events,
                 history,
             })
@@ -476,6 +477,44 @@ pub(super) async fn stop_unstarted(engine: &Engine, turn: &Turn, reason: TurnErr
     log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
     log.stop(StopReason::Error, Some(reason), Usage::default())
         .await;
+}
+
+/// The turn that ends a run cancelled while it awaited answers: each pending call is
+/// answered with `answer` (an event and a history message), then the turn stops cancelled.
+pub(super) async fn answer_cancelled(
+    engine: &Engine,
+    turn: &Turn,
+    calls: &[super::PendingCall],
+    answer: &str,
+) {
+    let mut log = TurnLog::new(engine, turn);
+    log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+    let (events, history) = calls
+        .iter()
+        .map(|call| {
+            let content = Content::Text(answer.to_owned());
+            (
+                EventData::ToolResult {
+                    tool_call_id: call.id.clone(),
+                    content: content.clone(),
+                },
+                HistoryMessage::Tool {
+                    tool_call_id: call.id.clone(),
+                    content,
+                },
+            )
+        })
+        .unzip();
+    log.emit(events, history).await;
+    log.stop(
+        StopReason::Error,
+        Some(TurnError::new(
+            TurnError::CANCELLED,
+            "the run was cancelled while it awaited answers",
+        )),
+        Usage::default(),
+    )
+    .await;
 }
 
 /// Ends a turn a previous process left unfinished: closes the message it was writing

@@ -1,6 +1,6 @@
 //! What the engine can refuse, independent of any protocol's error shape.
 
-use crate::model::FieldError;
+use crate::model::{FieldError, RunStatus};
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,4 +23,8 @@ pub enum EngineError {
     ShuttingDown,
     #[error("the session's agent is no longer configured")]
     AgentUnavailable,
+    #[error("the run does not await answers (its status is {0})")]
+    RunNotAwaiting(RunStatus),
+    #[error("the run has ended (its status is {0})")]
+    RunEnded(RunStatus),
 }

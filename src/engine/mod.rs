@@ -10,6 +10,7 @@ mod follow;
 mod input;
 mod parts;
 mod runner;
+mod runs;
 mod sessions;
 mod writer;
 
@@ -19,6 +20,7 @@ pub use follow::Follow;
 pub use input::{InputMessage, PendingCall};
 pub use parts::file_url;
 pub use runner::{Engine, StartedTurn, TurnRequest};
+pub use runs::CANCELLED_CALL;
 pub use sessions::{
     REDACTED, SessionView, create_session, open_secret_options, redact, session_for_key,
 };

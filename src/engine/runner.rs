@@ -23,10 +23,21 @@ use crate::agents::{Agents, SessionConfigRequest};
 use crate::config::{EngineSettings, HistoryType, OptionKind};
 use crate::crypto::SecretBox;
 use crate::model::{
-    Event, HistoryMessage, Session, SessionId, StreamMode, TenantId, Turn, TurnError, TurnId,
-    TurnStatus, Usage,
+    Event, HistoryMessage, Run, RunId, RunStatus, Session, SessionId, StreamMode, TenantId, Turn,
+    TurnError, TurnId, TurnStatus, Usage,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{RUN_NOT_AWAITING, RunLink, Store, StoreError};
+
+/// Which run a turn being admitted belongs to.
+#[derive(Debug, Clone, Default)]
+pub(super) enum RunPart {
+    #[default]
+    None,
+    /// It starts a new run.
+    New,
+    /// It resumes this awaiting run.
+    Resume(RunId),
+}
 
 /// A turn as a client asks for it, protocol aside.
 #[derive(Debug, Clone)]
@@ -194,6 +205,18 @@ impl Engine {
         session_id: &SessionId,
         request: TurnRequest,
     ) -> Result<StartedTurn, EngineError> {
+        self.admit(tenant, session_id, request, RunPart::None).await
+    }
+
+    /// `start_turn` for a turn that starts or resumes a run, recorded in the same
+    /// transaction as the turn.
+    pub(super) async fn admit(
+        self: &Arc<Self>,
+        tenant: &TenantId,
+        session_id: &SessionId,
+        request: TurnRequest,
+        run: RunPart,
+    ) -> Result<StartedTurn, EngineError> {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(EngineError::ShuttingDown);
         }
@@ -268,10 +291,26 @@ impl Engine {
         .await?;
 
         self.reserve_queue_slot()?;
+        let id = TurnId::generate();
+        let run_id = match &run {
+            RunPart::None => None,
+            RunPart::New => Some(Run::id_for(&id)),
+            RunPart::Resume(run) => Some(run.clone()),
+        };
+        let link = match (&run, &run_id) {
+            (RunPart::New, Some(id)) => RunLink::New(id),
+            (RunPart::Resume(_), Some(id)) => RunLink::Resume(id),
+            _ => RunLink::None,
+        };
+        let answers_calls = request
+            .messages
+            .iter()
+            .any(|m| !matches!(m, InputMessage::User { .. }));
         let turn = Turn {
-            id: TurnId::generate(),
+            id,
             tenant_id: tenant.clone(),
             session_id: session_id.clone(),
+            run_id: run_id.clone(),
             status: TurnStatus::Queued,
             stream: request.stream,
             stop_reason: None,
@@ -292,7 +331,7 @@ impl Engine {
             .collect();
         let inserted = self
             .store
-            .insert_turn(tenant, &turn, updated.as_ref(), &input)
+            .insert_turn(tenant, &turn, updated.as_ref(), &input, link, answers_calls)
             .await;
         if let Err(error) = inserted {
             self.queued.fetch_sub(1, Ordering::AcqRel);
@@ -303,6 +342,13 @@ impl Engine {
                         Some(earlier) => Ok(StartedTurn::replay(earlier)),
                         None => Err(EngineError::SessionBusy),
                     }
+                }
+                StoreError::Conflict(what) if what == RUN_NOT_AWAITING => {
+                    let status = match &run_id {
+                        Some(id) => self.store.get_run_status(tenant, id).await?,
+                        None => RunStatus::Completed,
+                    };
+                    Err(EngineError::RunNotAwaiting(status))
                 }
                 StoreError::Conflict(_) => Err(EngineError::SessionBusy),
                 StoreError::NotFound => Err(EngineError::NotFound("session")),

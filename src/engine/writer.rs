@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::fanout::Fanout;
-use crate::model::{Event, EventData, HistoryMessage, SessionId, TenantId, TurnId};
+use crate::model::{Event, EventData, HistoryMessage, RunId, SessionId, TenantId, TurnId};
 use crate::store::{AppendGroup, Backend, Store, StoreError};
 
 /// Requests waiting for the writer; senders wait when it is full (back-pressure).
@@ -20,6 +20,8 @@ pub struct Append {
     pub tenant: TenantId,
     pub session: SessionId,
     pub turn: TurnId,
+    /// The run the turn belongs to, if any: the writer keeps its status.
+    pub run: Option<RunId>,
     pub events: Vec<EventData>,
     pub history: Vec<HistoryMessage>,
 }
@@ -164,7 +166,12 @@ impl WriterTask {
                 Some(next) => *next,
                 None => match self.next_seq.get(&append.session) {
                     Some(next) => *next,
-                    None => self.store.max_event_seq(&append.session).await? + 1,
+                    None => {
+                        self.store
+                            .max_event_seq(&append.tenant, &append.session)
+                            .await?
+                            + 1
+                    }
                 },
             };
             let now = crate::model::now();
@@ -183,6 +190,7 @@ impl WriterTask {
             assigned.insert(append.session.clone(), next + events.len() as i64);
             groups.push(AppendGroup {
                 tenant: append.tenant.clone(),
+                run: append.run.clone(),
                 events,
                 history: append.history.clone(),
             });

@@ -23,6 +23,21 @@ macro_rules! typed_id {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
+
+            /// The UUID this id is written from (protocols that name things by UUID).
+            pub fn to_uuid(&self) -> uuid::Uuid {
+                uuid::Uuid::parse_str(self.hex()).expect("an id holds 32 hex digits")
+            }
+
+            /// The id written from a UUID.
+            pub fn from_uuid(uuid: uuid::Uuid) -> Self {
+                Self(format!("{}{}", $prefix, uuid.simple()))
+            }
+
+            /// The 32 hex digits after the prefix.
+            pub fn hex(&self) -> &str {
+                &self.0[$prefix.len()..]
+            }
         }
 
         impl FromStr for $name {
@@ -94,6 +109,13 @@ typed_id!(
 );
 
 typed_id!(
+    /// A chain of turns answering one request of a protocol whose unit is bigger than a
+    /// turn (an ACP run, an A2A task).
+    RunId,
+    "run_"
+);
+
+typed_id!(
     /// A stored part content, served at `/files/{id}`.
     FileId,
     "file_"
@@ -120,6 +142,41 @@ mod tests {
                 .parse::<SessionId>()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn every_id_round_trips_through_its_uuid() {
+        fn check<T: std::fmt::Debug + PartialEq + FromStr>(
+            generate: fn() -> T,
+            to_uuid: fn(&T) -> uuid::Uuid,
+            from_uuid: fn(uuid::Uuid) -> T,
+            hex: fn(&T) -> String,
+        ) {
+            let id = generate();
+            let uuid = to_uuid(&id);
+            assert_eq!(uuid.simple().to_string(), hex(&id));
+            assert_eq!(from_uuid(uuid), id);
+            let hyphenated: uuid::Uuid = uuid.hyphenated().to_string().parse().unwrap();
+            assert_eq!(from_uuid(hyphenated), id);
+        }
+        macro_rules! each {
+            ($($ty:ident),*) => {$(
+                check::<$ty>($ty::generate, $ty::to_uuid, $ty::from_uuid, |id| id.hex().to_owned());
+            )*};
+        }
+        each!(
+            TenantId,
+            CredentialId,
+            TokenId,
+            SessionId,
+            TurnId,
+            RunId,
+            FileId
+        );
+        let turn = TurnId::generate();
+        let run = RunId::from_uuid(turn.to_uuid());
+        assert_eq!(run.hex(), turn.hex());
+        assert!(run.as_str().starts_with("run_"));
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod body;
 mod event;
 mod ids;
 mod message;
+mod run;
 mod session;
 mod tenant;
 mod turn;
@@ -13,8 +14,9 @@ pub use body::{
     check_part_name,
 };
 pub use event::{Event, EventData};
-pub use ids::{CredentialId, FileId, InvalidId, SessionId, TenantId, TokenId, TurnId};
+pub use ids::{CredentialId, FileId, InvalidId, RunId, SessionId, TenantId, TokenId, TurnId};
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
+pub use run::{Run, RunStatus};
 pub use session::{ServerToolRef, Session, ToolSpec};
 pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};
 pub use turn::{StopReason, StreamMode, Turn, TurnError, TurnStatus, Usage};

@@ -6,13 +6,15 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{SessionId, TenantId, TurnId};
+use super::{RunId, SessionId, TenantId, TurnId};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
     pub id: TurnId,
     pub tenant_id: TenantId,
     pub session_id: SessionId,
+    /// The run it belongs to, if a protocol asked for one.
+    pub run_id: Option<RunId>,
     pub status: TurnStatus,
     pub stream: StreamMode,
     pub stop_reason: Option<StopReason>,
@@ -134,6 +136,8 @@ macro_rules! text_enum {
         }
     };
 }
+
+pub(super) use text_enum;
 
 text_enum!(TurnStatus {
     Queued = "queued",

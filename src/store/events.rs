@@ -6,15 +6,20 @@ use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{QueryBuilder, Sqlite};
 
+use super::runs::update_run_status;
 use super::turns::APPEND_HISTORY;
 use super::{Db, Store, StoreError, with_db};
-use crate::model::{Event, EventData, HistoryMessage, SessionId, TenantId, TurnId, TurnStatus};
+use crate::model::{
+    Event, EventData, HistoryMessage, RunId, RunStatus, SessionId, TenantId, TurnId, TurnStatus,
+};
 
 /// What one turn appends at once: events (seq already assigned) and the history messages
 /// they complete.
 #[derive(Debug, Clone)]
 pub struct AppendGroup {
     pub tenant: TenantId,
+    /// The run the turn belongs to: its status follows the turn's start and stop.
+    pub run: Option<RunId>,
     pub events: Vec<Event>,
     pub history: Vec<HistoryMessage>,
 }
@@ -79,12 +84,19 @@ fn turn_change(event: &Event) -> Option<TurnChange<'_>> {
 
 impl Store {
     /// The highest seq of the session's log (0 when empty). For the single writer.
-    pub async fn max_event_seq(&self, session: &SessionId) -> Result<i64, StoreError> {
+    pub async fn max_event_seq(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<i64, StoreError> {
         let max: Option<i64> = with_db!(self, |pool| {
-            sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE session_id = $1")
-                .bind(session)
-                .fetch_one(pool)
-                .await
+            sqlx::query_scalar(
+                "SELECT MAX(seq) FROM events WHERE tenant_id = $1 AND session_id = $2",
+            )
+            .bind(tenant)
+            .bind(session)
+            .fetch_one(pool)
+            .await
         })?;
         Ok(max.unwrap_or(0))
     }
@@ -205,13 +217,17 @@ macro_rules! append_rest {
                         sqlx::query(
                             "UPDATE turns SET status = 'running', started_at = $2, \
                              first_seq = COALESCE(first_seq, $3) \
-                             WHERE id = $1 AND status = 'queued'",
+                             WHERE tenant_id = $4 AND id = $1 AND status = 'queued'",
                         )
                         .bind(&first.turn_id)
                         .bind(at)
                         .bind(seq)
+                        .bind(&group.tenant)
                         .execute(&mut *$tx)
                         .await?;
+                        if let Some(run) = &group.run {
+                            update_run_status!($tx, &group.tenant, run, started, at);
+                        }
                     }
                     TurnChange::Stopped { seq, at, data } => {
                         let EventData::TurnStop {
@@ -226,7 +242,7 @@ macro_rules! append_rest {
                         sqlx::query(
                             "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
                              usage = $5, finished_at = $6, last_seq = $7, \
-                             first_seq = COALESCE(first_seq, $7) WHERE id = $1",
+                             first_seq = COALESCE(first_seq, $7) WHERE tenant_id = $8 AND id = $1",
                         )
                         .bind(&first.turn_id)
                         .bind(status.as_str())
@@ -235,8 +251,13 @@ macro_rules! append_rest {
                         .bind(Json(usage))
                         .bind(at)
                         .bind(seq)
+                        .bind(&group.tenant)
                         .execute(&mut *$tx)
                         .await?;
+                        if let Some(run) = &group.run {
+                            let status = RunStatus::after_stop(*stop_reason, error.as_ref());
+                            update_run_status!($tx, &group.tenant, run, stopped, at, status.as_str());
+                        }
                     }
                 }
             }

@@ -15,7 +15,6 @@ use sqlx::sqlite::{
 
 use crate::config::DatabaseSettings;
 
-mod acp_runs;
 mod compaction;
 mod credentials;
 mod events;
@@ -24,16 +23,17 @@ mod history;
 mod keys;
 mod migrate;
 mod notes;
+mod runs;
 mod sessions;
 mod tenants;
 mod tokens;
 mod turns;
 
-pub use acp_runs::AcpRun;
 pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
 pub use events::AppendGroup;
 pub use files::StoredFile;
+pub use runs::RunLink;
 pub use tenants::AuthState;
 pub use turns::UsageTotals;
 
@@ -116,6 +116,9 @@ impl From<serde_json::Error> for StoreError {
         StoreError::Corrupt(error.to_string())
     }
 }
+
+/// The conflict a resume or a cancel meets when its run no longer awaits answers.
+pub const RUN_NOT_AWAITING: &str = "run_not_awaiting";
 
 /// Which backend a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,9 +3,10 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
+use super::runs::admit_run;
+use super::{Page, RunLink, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{
-    HistoryMessage, Session, SessionId, StopReason, TenantId, Turn, TurnError, TurnId, Usage,
+    HistoryMessage, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError, TurnId, Usage,
 };
 
 #[derive(sqlx::FromRow)]
@@ -13,6 +14,7 @@ struct TurnRow {
     id: TurnId,
     tenant_id: TenantId,
     session_id: SessionId,
+    run_id: Option<RunId>,
     status: String,
     stream: String,
     stop_reason: Option<String>,
@@ -35,6 +37,7 @@ impl TryFrom<TurnRow> for Turn {
             id: row.id,
             tenant_id: row.tenant_id,
             session_id: row.session_id,
+            run_id: row.run_id,
             status: row.status.parse().map_err(StoreError::Corrupt)?,
             stream: row.stream.parse().map_err(StoreError::Corrupt)?,
             stop_reason: row
@@ -55,40 +58,47 @@ impl TryFrom<TurnRow> for Turn {
     }
 }
 
-const TURN_COLUMNS: &str = "id, tenant_id, session_id, status, stream, stop_reason, error, usage, \
+const TURN_COLUMNS: &str = "id, tenant_id, session_id, run_id, status, stream, stop_reason, error, usage, \
      idempotency_key, request_hash, first_seq, last_seq, created_at, started_at, finished_at";
 
 /// Appends a message to a session's full history at its next position (the compacted
 /// history follows the full one past its overlay).
 pub(super) const APPEND_HISTORY: &str = "INSERT INTO history (tenant_id, session_id, position, message, created_at, turn_id) \
-     SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, $4, $5 FROM history WHERE session_id = $2";
+     SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, $4, $5 FROM history WHERE tenant_id = $1 AND session_id = $2";
 
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
 }
 
 impl Store {
-    /// Records a queued turn, the session's new configuration (if the turn changed it) and
-    /// the messages the turn brings, atomically. `Conflict("turns_one_active")` when the
-    /// session already has an active turn; `Conflict("turns_idempotency")` when the key
-    /// was used.
+    /// Records a queued turn, the session's new configuration (if the turn changed it), the
+    /// messages the turn brings and what it does to runs, atomically.
+    /// `Conflict("turns_one_active")` when the session already has an active turn;
+    /// `Conflict("turns_idempotency")` when the key was used; `Conflict(RUN_NOT_AWAITING)`
+    /// when a resumed or cancelled run no longer awaits answers. `answers_calls`: the turn
+    /// answers pending tool calls, which settles runs that awaited them.
     pub async fn insert_turn(
         &self,
         tenant: &TenantId,
         turn: &Turn,
         session_update: Option<&Session>,
         input: &[HistoryMessage],
+        run: RunLink<'_>,
+        answers_calls: bool,
     ) -> Result<(), StoreError> {
-        let result = with_writer!(self, |pool| {
+        debug_assert_eq!(run.run(), turn.run_id.as_ref());
+        with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
+            admit_run!(tx, tenant, turn, run, answers_calls, before_turn);
             sqlx::query(
-                "INSERT INTO turns (id, tenant_id, session_id, status, stream, usage, \
+                "INSERT INTO turns (id, tenant_id, session_id, run_id, status, stream, usage, \
                  idempotency_key, request_hash, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(&turn.id)
             .bind(tenant)
             .bind(&turn.session_id)
+            .bind(&turn.run_id)
             .bind(turn.status.as_str())
             .bind(turn.stream.as_str())
             .bind(Json(&turn.usage))
@@ -97,6 +107,7 @@ impl Store {
             .bind(turn.created_at)
             .execute(&mut *tx)
             .await?;
+            admit_run!(tx, tenant, turn, run, answers_calls, after_turn);
             if let Some(session) = session_update {
                 sqlx::query(
                     "UPDATE sessions SET server_tools = $3, options = $4, sealed_options = $5, \
@@ -122,9 +133,9 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
-            tx.commit().await
-        });
-        result.map_err(StoreError::from)
+            tx.commit().await?;
+            Ok(())
+        })
     }
 
     pub async fn get_turn(

@@ -42,8 +42,13 @@ impl FromStr for FrameId {
             Some((seq, k)) => (seq, k.parse().map_err(|_| ())?),
             None => (s, 0),
         };
+        // Frame ids are never negative: `-1` is not a frame a client could have received.
+        if !seq.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(());
+        }
+        let seq: u32 = seq.parse().map_err(|_| ())?;
         Ok(Self {
-            seq: seq.parse().map_err(|_| ())?,
+            seq: i64::from(seq),
             k,
         })
     }
@@ -59,8 +64,8 @@ mod tests {
         assert_eq!(FrameId::new(3, 2).to_string(), "3.2");
         assert_eq!("3".parse(), Ok(FrameId::new(3, 0)));
         assert_eq!(" 3.1".parse(), Ok(FrameId::new(3, 1)));
-        assert_eq!("-1".parse(), Ok(FrameId::START));
-        for bad in ["", "x", "3.", ".1", "3.-1", "3.1.2"] {
+        assert_eq!("0".parse(), Ok(FrameId::new(0, 0)));
+        for bad in ["", "x", "3.", ".1", "3.-1", "3.1.2", "-1", "-1.0", "+3"] {
             assert!(bad.parse::<FrameId>().is_err(), "{bad}");
         }
         assert!(FrameId::new(2, 9) < FrameId::new(3, 0));

@@ -24,8 +24,10 @@ use super::wire::{
     RunStatus, Trajectory, timestamp,
 };
 use crate::agents::Agent;
-use crate::engine::PendingCall;
-use crate::model::{Content, Event, EventData, StopReason, TurnError, TurnId, TurnStatus};
+use crate::model::{
+    Content, Event, EventData, Run, RunStatus as EngineStatus, StopReason, TurnError, TurnId,
+    TurnStatus,
+};
 
 /// Where a run's pending calls' names start (`/tool_calls/<id>`), and the names of the
 /// answers a resume brings.
@@ -38,6 +40,9 @@ pub const TOOL_PERMISSIONS: &str = "/tool_permissions/";
 pub struct RunIdentity {
     pub run_id: String,
     pub first_turn: TurnId,
+    /// The turn that answered the calls of a run cancelled while it awaited: it renders as
+    /// the run's `run.cancelled` alone.
+    pub cancel_turn: Option<TurnId>,
     pub agent_name: String,
     pub session_id: String,
     pub created_at: DateTime<Utc>,
@@ -98,10 +103,6 @@ impl RunRenderer {
         }
     }
 
-    pub fn status(&self) -> RunStatus {
-        self.status
-    }
-
     /// The run as it stands.
     pub fn run(&self) -> RunObject {
         RunObject {
@@ -125,6 +126,21 @@ impl RunRenderer {
     pub fn render(&mut self, event: &Event) -> Vec<(FrameId, EventObject)> {
         self.last_seq = event.seq;
         let mut out = Vec::new();
+        if self.identity.cancel_turn.as_ref() == Some(&event.turn_id) {
+            if event.data.is_turn_stop() {
+                out.extend(self.cancel_awaiting(event.created_at));
+            }
+        } else {
+            self.render_data(event, &mut out);
+        }
+        self.last_frames = out.len() as u32;
+        out.into_iter()
+            .enumerate()
+            .map(|(k, e)| (FrameId::new(event.seq, k as u32), e))
+            .collect()
+    }
+
+    fn render_data(&mut self, event: &Event, out: &mut Vec<EventObject>) {
         match &event.data {
             EventData::TurnStart {} => {
                 self.calls.clear();
@@ -135,9 +151,9 @@ impl RunRenderer {
                 self.status = RunStatus::InProgress;
                 out.push(EventObject::for_run(self.run()));
             }
-            EventData::MessageStart {} => self.close(&mut out, event.created_at),
+            EventData::MessageStart {} => self.close(out, event.created_at),
             EventData::TextDelta { delta } => {
-                self.part(&mut out, event, Last::Text, PartObject::text(delta.clone()));
+                self.part(out, event, Last::Text, PartObject::text(delta.clone()));
             }
             EventData::ThinkingDelta { delta } => {
                 let part = PartObject {
@@ -145,7 +161,7 @@ impl RunRenderer {
                     metadata: Some(PartMetadata::Trajectory(Trajectory::message(delta.clone()))),
                     ..PartObject::text("")
                 };
-                self.part(&mut out, event, Last::Thinking, part);
+                self.part(out, event, Last::Thinking, part);
             }
             EventData::ToolCall {
                 tool_call_id,
@@ -160,7 +176,7 @@ impl RunRenderer {
                     at: event.created_at,
                 });
                 let part = tool_call_part(tool_call_id, name, input);
-                self.part(&mut out, event, Last::Other, part);
+                self.part(out, event, Last::Other, part);
             }
             EventData::ToolResult {
                 tool_call_id,
@@ -178,7 +194,7 @@ impl RunRenderer {
                         Some(json!({"output": output})),
                     ))),
                 );
-                self.part(&mut out, event, Last::Other, part);
+                self.part(out, event, Last::Other, part);
             }
             EventData::Usage { .. } | EventData::Compaction { .. } | EventData::MessageStop {} => {}
             EventData::TurnStop {
@@ -186,7 +202,7 @@ impl RunRenderer {
                 error,
                 usage,
             } => {
-                self.close(&mut out, event.created_at);
+                self.close(out, event.created_at);
                 out.push(EventObject::Generic {
                     generic: json!({"agentry": {
                         "turn_id": event.turn_id,
@@ -198,16 +214,10 @@ impl RunRenderer {
                 out.push(EventObject::for_run(self.run()));
             }
         }
-        self.last_frames = out.len() as u32;
-        out.into_iter()
-            .enumerate()
-            .map(|(k, e)| (FrameId::new(event.seq, k as u32), e))
-            .collect()
     }
 
     /// A run that awaited and was cancelled: `run.cancelled`, its await request cleared.
-    /// Its frame follows the last event's.
-    pub fn cancel_awaiting(&mut self, at: DateTime<Utc>) -> Option<(FrameId, EventObject)> {
+    fn cancel_awaiting(&mut self, at: DateTime<Utc>) -> Option<EventObject> {
         if self.status != RunStatus::Awaiting {
             return None;
         }
@@ -215,38 +225,42 @@ impl RunRenderer {
         self.await_request = None;
         self.calls.clear();
         self.finished_at = Some(timestamp(at));
-        let id = FrameId::new(self.last_seq, self.last_frames);
-        self.last_frames += 1;
-        Some((id, EventObject::for_run(self.run())))
+        Some(EventObject::for_run(self.run()))
     }
 
-    /// A run whose latest turn (a resume's) is queued and has not started: it is no longer
-    /// awaiting, it is going on.
-    pub fn resume_queued(&mut self) {
-        self.status = RunStatus::InProgress;
-        self.await_request = None;
-        self.calls.clear();
-    }
-
-    /// A run that awaits calls no longer pending (`pending` is the session's): they were
-    /// answered outside the run, by a turn over another face, so it awaits nothing and
-    /// ended `completed` when it stopped.
-    pub fn settle_answered_elsewhere(&mut self, pending: &[PendingCall]) {
-        if self.status != RunStatus::Awaiting
-            || self.calls.iter().any(|call| {
-                pending
-                    .iter()
-                    .any(|p| p.id == call.id && p.name == call.name)
-            })
-        {
-            return;
+    /// Brings a run rendered from its log to the status the engine keeps for it, where the
+    /// log alone cannot tell: a resume whose turn has not started is going on; calls a turn
+    /// outside the run answered leave it `completed`; a run cancelled while it awaited,
+    /// before cancelling wrote a turn of its own, is `cancelled` (that frame follows the
+    /// last event's).
+    pub fn settle(&mut self, run: &Run) -> Option<(FrameId, EventObject)> {
+        if self.status != RunStatus::Awaiting {
+            return None;
         }
-        self.status = RunStatus::Completed;
-        self.finished_at = self
-            .await_request
-            .take()
-            .and_then(|request| request.message.completed_at);
-        self.calls.clear();
+        match run.status {
+            EngineStatus::Running | EngineStatus::Created => {
+                self.status = RunStatus::InProgress;
+                self.await_request = None;
+                self.calls.clear();
+                None
+            }
+            EngineStatus::Completed => {
+                self.status = RunStatus::Completed;
+                self.finished_at = self
+                    .await_request
+                    .take()
+                    .and_then(|request| request.message.completed_at);
+                self.calls.clear();
+                None
+            }
+            EngineStatus::Cancelled => {
+                let event = self.cancel_awaiting(run.cancelled_at.unwrap_or(run.updated_at))?;
+                let id = FrameId::new(self.last_seq, self.last_frames);
+                self.last_frames += 1;
+                Some((id, event))
+            }
+            _ => None,
+        }
     }
 
     fn stop(&mut self, stop_reason: StopReason, error: Option<&TurnError>, at: DateTime<Utc>) {
@@ -421,6 +435,7 @@ mod tests {
         let mut renderer = RunRenderer::new(RunIdentity {
             run_id: "r".into(),
             first_turn: turn.clone(),
+            cancel_turn: None,
             agent_name: "my.agent".into(),
             session_id: "s".into(),
             created_at: crate::model::now(),

@@ -11,41 +11,40 @@ use super::error::{AcpError, OrAcpNotFound};
 use super::frame_id::FrameId;
 use super::render::{RunIdentity, RunRenderer};
 use super::sessions::session_uuid;
-use super::wire::{EventObject, RunStatus};
+use super::wire::EventObject;
 use crate::app::AppState;
-use crate::engine::{Follow, StartedTurn};
+use crate::engine::{EngineError, Follow, StartedTurn};
 use crate::http::sse::{self, Frame};
-use crate::model::{Event, TenantId, TurnId};
-use crate::store::{AcpRun, StoreError};
+use crate::model::{Event, Run, RunId, TenantId, TurnId};
+use crate::store::StoreError;
 
 /// The response header naming a run.
 pub const RUN_ID_HEADER: &str = "run-id";
 
-/// A run as ACP writes its id: the UUID of its first turn's id.
-pub fn run_uuid(turn: &TurnId) -> String {
-    let hex = turn.as_str().trim_start_matches(TurnId::PREFIX);
-    uuid::Uuid::parse_str(hex)
-        .map(|u| u.hyphenated().to_string())
-        .unwrap_or_else(|_| turn.to_string())
+/// A run as ACP writes its id: its UUID (that of its first turn).
+pub fn run_uuid(run: &RunId) -> String {
+    run.to_uuid().hyphenated().to_string()
 }
 
-/// The run named by a path: its UUID (or its first turn's id).
-pub async fn load_run(state: &AppState, tenant: &TenantId, id: &str) -> Result<AcpRun, AcpError> {
-    let turn = match uuid::Uuid::parse_str(id) {
-        Ok(uuid) => format!("{}{}", TurnId::PREFIX, uuid.simple()).parse().ok(),
-        Err(_) => id.parse::<TurnId>().ok(),
+/// The run named by a path: its UUID, or its id (`run_…`, or its first turn's `turn_…`).
+pub async fn load_run(state: &AppState, tenant: &TenantId, id: &str) -> Result<Run, AcpError> {
+    let run = match uuid::Uuid::parse_str(id) {
+        Ok(uuid) => Some(RunId::from_uuid(uuid)),
+        Err(_) => id
+            .parse::<RunId>()
+            .ok()
+            .or_else(|| id.parse::<TurnId>().ok().map(|turn| Run::id_for(&turn))),
     };
     let missing = || AcpError::not_found(format!("Run {id}"));
-    let turn = turn.ok_or_else(missing)?;
-    state
-        .store
-        .get_acp_run(tenant, &turn)
-        .await
-        .or_acp_not_found(&format!("Run {id}"))
+    let run = run.ok_or_else(missing)?;
+    match state.engine.get_run(tenant, &run).await {
+        Err(EngineError::NotFound(_)) => Err(missing()),
+        other => Ok(other?),
+    }
 }
 
 /// Who the run is, for rendering.
-pub async fn identity(state: &AppState, run: &AcpRun) -> Result<RunIdentity, AcpError> {
+pub async fn identity(state: &AppState, run: &Run) -> Result<RunIdentity, AcpError> {
     let session = state
         .store
         .get_session(&run.tenant_id, &run.session_id)
@@ -53,7 +52,8 @@ pub async fn identity(state: &AppState, run: &AcpRun) -> Result<RunIdentity, Acp
         .or_acp_not_found("Session")?;
     Ok(RunIdentity {
         run_id: run_uuid(&run.id),
-        first_turn: run.id.clone(),
+        first_turn: run.turns[0].clone(),
+        cancel_turn: run.cancel_turn.clone(),
         agent_name: session.agent.clone(),
         session_id: session_uuid(&session),
         created_at: run.created_at,
@@ -65,21 +65,18 @@ pub async fn identity(state: &AppState, run: &AcpRun) -> Result<RunIdentity, Acp
 /// stands, the list is every ACP event with its frame id.
 pub async fn replay(
     state: &AppState,
-    run: &AcpRun,
+    run: &Run,
 ) -> Result<(RunRenderer, Vec<(FrameId, EventObject)>), AcpError> {
     const PAGE: i64 = 1000;
     let mut renderer = RunRenderer::new(identity(state, run).await?);
     let mut rendered = Vec::new();
-    let mut last_turn_started = false;
     for turn in &run.turns {
         let mut after = -1;
-        last_turn_started = false;
         loop {
             let page = state
                 .store
                 .list_events(&run.tenant_id, &run.session_id, Some(turn), after, PAGE)
                 .await?;
-            last_turn_started |= !page.is_empty();
             for event in &page {
                 rendered.extend(renderer.render(event));
             }
@@ -89,19 +86,7 @@ pub async fn replay(
             }
         }
     }
-    if let Some(at) = run.cancelled_at {
-        rendered.extend(renderer.cancel_awaiting(at));
-    }
-    if !last_turn_started && run.turns.len() > 1 {
-        renderer.resume_queued();
-    }
-    if renderer.status() == RunStatus::Awaiting {
-        let pending = state
-            .engine
-            .pending_tool_calls(&run.tenant_id, &run.session_id)
-            .await?;
-        renderer.settle_answered_elsewhere(&pending);
-    }
+    rendered.extend(renderer.settle(run));
     Ok((renderer, rendered))
 }
 
@@ -118,7 +103,7 @@ pub enum Cursor {
 /// the last one live (`started`, when this request started it) until it stops.
 pub fn stream(
     state: &AppState,
-    run: &AcpRun,
+    run: &Run,
     identity: RunIdentity,
     started: Option<StartedTurn>,
     cursor: Cursor,
@@ -145,7 +130,7 @@ pub fn stream(
         parts.push(engine.follow_started(started).boxed_local());
     }
     let events = futures_util::stream::iter(parts).flatten();
-    let cancelled_at = run.cancelled_at;
+    let settled = run.clone();
     async_stream::stream! {
         let mut renderer = RunRenderer::new(identity);
         let mut events = std::pin::pin!(events);
@@ -167,8 +152,10 @@ pub fn stream(
                 }
             }
         }
-        if let Some(at) = cancelled_at
-            && let Some((id, rendered)) = renderer.cancel_awaiting(at)
+        // A run cancelled while it awaited, before cancelling wrote a turn of its own.
+        if settled.cancel_turn.is_none()
+            && settled.status == crate::model::RunStatus::Cancelled
+            && let Some((id, rendered)) = renderer.settle(&settled)
             && !matches!(cursor, Cursor::After(after) if id <= after)
         {
             yield frame(id, &rendered);

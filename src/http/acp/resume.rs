@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::convert::{parse_part, parts_of};
 use super::error::AcpError;
 use super::render::{TOOL_PERMISSIONS, TOOL_RESULTS};
-use super::replay::{Cursor, load_run, replay};
+use super::replay::{Cursor, load_run};
 use super::runs::{parse_body, parse_mode, respond};
 use super::wire::RunStatus;
 use crate::agents::SessionConfigRequest;
@@ -46,15 +46,17 @@ pub async fn resume_run(
     .filter(|m| m.is_object())
     .ok_or_else(|| AcpError::invalid("await_resume.message", "is required"))?;
     // As the reference: the body is checked first, then whether the run awaits.
-    let (renderer, _) = replay(&state, &run).await?;
-    if renderer.status() != RunStatus::Awaiting {
-        return Err(AcpError::forbidden(
+    let not_awaiting = |status: crate::model::RunStatus| {
+        AcpError::forbidden(
             "run_not_awaiting",
             format!(
                 "Run {id} has no await request (its status is {})",
-                renderer.status()
+                RunStatus::from(status)
             ),
-        ));
+        )
+    };
+    if run.status != crate::model::RunStatus::Awaiting {
+        return Err(not_awaiting(run.status));
     }
     let session = state
         .store
@@ -70,11 +72,11 @@ pub async fn resume_run(
         .pending_tool_calls(&tenant, &run.session_id)
         .await?;
     let answers = parse_resume(message, &pending, |name| agent.has_server_tool(name))?;
-    let started = state
+    let (run, started) = state
         .engine
-        .start_turn(
+        .resume_run(
             &tenant,
-            &run.session_id,
+            &run.id,
             TurnRequest {
                 agent_name: None,
                 agent: SessionConfigRequest::default(),
@@ -87,15 +89,10 @@ pub async fn resume_run(
         .await
         .map_err(|e| match e {
             EngineError::Invalid(field) => AcpError::invalid("await_resume.message", field.message),
+            EngineError::RunNotAwaiting(status) => not_awaiting(status),
             other => other.into(),
         })?;
     let turn = started.turn.id.clone();
-    state
-        .store
-        .insert_acp_run_turn(&tenant, &run.id, &turn)
-        .await?;
-    let mut run = run;
-    run.turns.push(turn.clone());
     respond(&state, &run, started, mode, Cursor::Turn(turn)).await
 }
 

@@ -21,8 +21,8 @@ use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest, create_session};
 use crate::error::ApiError;
+use crate::model::Run;
 use crate::model::StreamMode;
-use crate::store::AcpRun;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Mode {
@@ -140,9 +140,9 @@ pub async fn create_run(
             ),
         ));
     }
-    let started = state
+    let (run, started) = state
         .engine
-        .start_turn(
+        .start_run(
             &tenant,
             &session.id,
             TurnRequest {
@@ -156,15 +156,6 @@ pub async fn create_run(
         )
         .await
         .map_err(|e| input_error(e, &origins))?;
-    let run = AcpRun {
-        id: started.turn.id.clone(),
-        tenant_id: tenant.clone(),
-        session_id: session.id.clone(),
-        turns: vec![started.turn.id.clone()],
-        cancelled_at: None,
-        created_at: started.turn.created_at,
-    };
-    state.store.insert_acp_run(&tenant, &run).await?;
     let run_id = run_uuid(&run.id);
     let mut response = respond(&state, &run, started, mode, Cursor::After(FrameId::START)).await?;
     set_run_id(&mut response, &run_id);
@@ -174,7 +165,7 @@ pub async fn create_run(
 /// Answers a request that started a turn of `run`, as `mode` asks.
 pub(super) async fn respond(
     state: &AppState,
-    run: &AcpRun,
+    run: &Run,
     started: StartedTurn,
     mode: Mode,
     cursor: Cursor,
@@ -201,7 +192,8 @@ pub(super) async fn respond(
                 .follow_started(started)
                 .for_each(|_| async {})
                 .await;
-            let (renderer, _) = replay(state, run).await?;
+            let run = state.engine.get_run(&run.tenant_id, &run.id).await?;
+            let (renderer, _) = replay(state, &run).await?;
             Ok(HttpResponse::Ok().json(renderer.run()))
         }
     }

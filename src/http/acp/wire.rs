@@ -138,6 +138,21 @@ impl RunStatus {
     }
 }
 
+impl From<crate::model::RunStatus> for RunStatus {
+    /// The engine's status as ACP names it: an interrupted run failed.
+    fn from(status: crate::model::RunStatus) -> Self {
+        use crate::model::RunStatus as Engine;
+        match status {
+            Engine::Created => RunStatus::Created,
+            Engine::Running => RunStatus::InProgress,
+            Engine::Awaiting => RunStatus::Awaiting,
+            Engine::Completed => RunStatus::Completed,
+            Engine::Failed | Engine::Interrupted => RunStatus::Failed,
+            Engine::Cancelled => RunStatus::Cancelled,
+        }
+    }
+}
+
 impl std::fmt::Display for RunStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -1,0 +1,153 @@
+//! Runs: a chain of turns answering one request of a protocol whose unit is bigger than a
+//! turn. A run is created in the transaction of its first turn, a resume adds its turn in
+//! the transaction that records it, and the event writer keeps the run's status with the
+//! events that change it. Faces read the status (one row) and never replay the log to
+//! decide what a run may do.
+
+use std::sync::Arc;
+
+use super::agent_loop;
+use super::error::EngineError;
+use super::runner::{Engine, RunPart, StartedTurn, TurnRequest};
+use crate::model::{
+    Run, RunId, RunStatus, SessionId, StreamMode, TenantId, Turn, TurnId, TurnStatus, Usage,
+};
+use crate::store::{RUN_NOT_AWAITING, RunLink, StoreError};
+
+/// What a pending call of a cancelled run is answered with.
+pub const CANCELLED_CALL: &str = "Tool call cancelled: the client cancelled the run";
+
+impl Engine {
+    /// Starts a run with its first turn (see `start_turn`).
+    pub async fn start_run(
+        self: &Arc<Self>,
+        tenant: &TenantId,
+        session: &SessionId,
+        request: TurnRequest,
+    ) -> Result<(Run, StartedTurn), EngineError> {
+        let started = self.admit(tenant, session, request, RunPart::New).await?;
+        // A retry of a request whose turn started no run is not that request.
+        let id = started
+            .turn
+            .run_id
+            .clone()
+            .ok_or(EngineError::IdempotencyMismatch)?;
+        Ok((self.get_run(tenant, &id).await?, started))
+    }
+
+    /// Resumes an awaiting run with a turn that answers its pending calls.
+    pub async fn resume_run(
+        self: &Arc<Self>,
+        tenant: &TenantId,
+        id: &RunId,
+        request: TurnRequest,
+    ) -> Result<(Run, StartedTurn), EngineError> {
+        let run = self.get_run(tenant, id).await?;
+        if run.status != RunStatus::Awaiting {
+            return Err(EngineError::RunNotAwaiting(run.status));
+        }
+        let started = self
+            .admit(
+                tenant,
+                &run.session_id,
+                request,
+                RunPart::Resume(id.clone()),
+            )
+            .await?;
+        Ok((self.get_run(tenant, id).await?, started))
+    }
+
+    pub async fn get_run(&self, tenant: &TenantId, id: &RunId) -> Result<Run, EngineError> {
+        self.store.get_run(tenant, id).await.map_err(run_not_found)
+    }
+
+    /// The run's status: one row, never a replay.
+    pub async fn run_status(
+        &self,
+        tenant: &TenantId,
+        id: &RunId,
+    ) -> Result<RunStatus, EngineError> {
+        self.store
+            .get_run_status(tenant, id)
+            .await
+            .map_err(run_not_found)
+    }
+
+    /// Cancels a run: a queued or running one is stopped; an awaiting one ends with its
+    /// pending calls answered as cancelled, by a turn of the run written through the event
+    /// writer, so every face and every follower of the session sees the same events. A run
+    /// that ended is refused.
+    pub async fn cancel_run(
+        self: &Arc<Self>,
+        tenant: &TenantId,
+        id: &RunId,
+    ) -> Result<Run, EngineError> {
+        let run = self.get_run(tenant, id).await?;
+        match run.status {
+            RunStatus::Created | RunStatus::Running => {
+                self.cancel_turn(tenant, &run.session_id, run.last_turn())
+                    .await?;
+            }
+            RunStatus::Awaiting => self.cancel_awaiting(&run).await?,
+            ended => return Err(EngineError::RunEnded(ended)),
+        }
+        self.get_run(tenant, id).await
+    }
+
+    async fn cancel_awaiting(&self, run: &Run) -> Result<(), EngineError> {
+        let pending = self
+            .pending_tool_calls(&run.tenant_id, &run.session_id)
+            .await?;
+        let turn = Turn {
+            id: TurnId::generate(),
+            tenant_id: run.tenant_id.clone(),
+            session_id: run.session_id.clone(),
+            run_id: Some(run.id.clone()),
+            status: TurnStatus::Queued,
+            stream: StreamMode::Delta,
+            stop_reason: None,
+            error: None,
+            usage: Usage::default(),
+            idempotency_key: None,
+            request_hash: None,
+            first_seq: None,
+            last_seq: None,
+            created_at: crate::model::now(),
+            started_at: None,
+            finished_at: None,
+        };
+        let inserted = self
+            .store
+            .insert_turn(
+                &run.tenant_id,
+                &turn,
+                None,
+                &[],
+                RunLink::Cancel(&run.id),
+                false,
+            )
+            .await;
+        match inserted {
+            Ok(()) => {}
+            Err(StoreError::Conflict(what)) if what == RUN_NOT_AWAITING => {
+                let status = self.run_status(&run.tenant_id, &run.id).await?;
+                return Err(if status.is_terminal() {
+                    EngineError::RunEnded(status)
+                } else {
+                    EngineError::RunNotAwaiting(status)
+                });
+            }
+            Err(StoreError::Conflict(_)) => return Err(EngineError::SessionBusy),
+            Err(other) => return Err(other.into()),
+        }
+        agent_loop::answer_cancelled(self, &turn, &pending, CANCELLED_CALL).await;
+        Ok(())
+    }
+}
+
+fn run_not_found(error: StoreError) -> EngineError {
+    match error {
+        StoreError::NotFound => EngineError::NotFound("run"),
+        other => other.into(),
+    }
+}
