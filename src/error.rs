@@ -215,6 +215,11 @@ impl From<crate::engine::EngineError> for ApiError {
                 ErrorCode::RunNotAwaiting,
                 format!("the run does not await answers (its status is {status})"),
             ),
+            EngineError::HistoryMismatch => ApiError::invalid(
+                "messages",
+                "the messages before the last one are not this session's stored history; \
+                 send only the new message, or the history as it is stored",
+            ),
             EngineError::RunEnded(status) => ApiError::new(
                 ErrorCode::RunEnded,
                 format!("the run has ended (its status is {status})"),

@@ -27,4 +27,6 @@ pub enum EngineError {
     RunNotAwaiting(RunStatus),
     #[error("the run has ended (its status is {0})")]
     RunEnded(RunStatus),
+    #[error("the history a request repeats is not the end of the session's stored history")]
+    HistoryMismatch,
 }

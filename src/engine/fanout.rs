@@ -31,6 +31,11 @@ impl Fanout {
             .subscribe()
     }
 
+    /// Closes the session's channel: its followers' streams end.
+    pub fn close(&self, session: &SessionId) {
+        self.channels.lock().expect("fanout lock").remove(session);
+    }
+
     /// Sends committed events to the session's subscribers, if it has any.
     pub fn publish(&self, session: &SessionId, events: &[Arc<Event>]) {
         let mut channels = self.channels.lock().expect("fanout lock");

@@ -50,6 +50,37 @@ impl InputMessage {
     }
 }
 
+/// A protocol's input that carries the conversation so far, split into the history the
+/// client holds and the new turn's messages: the trailing user messages and tool results.
+/// `None` when nothing trails (the last message is the assistant's or the system's).
+pub fn split_input(
+    mut messages: Vec<HistoryMessage>,
+) -> Option<(Vec<HistoryMessage>, Vec<InputMessage>)> {
+    let split = messages
+        .iter()
+        .rposition(|m| !matches!(m, HistoryMessage::User { .. } | HistoryMessage::Tool { .. }))
+        .map_or(0, |i| i + 1);
+    if split == messages.len() {
+        return None;
+    }
+    let new = messages
+        .split_off(split)
+        .into_iter()
+        .map(|message| match message {
+            HistoryMessage::User { content } => InputMessage::User { content },
+            HistoryMessage::Tool {
+                tool_call_id,
+                content,
+            } => InputMessage::ToolResult {
+                tool_call_id,
+                content,
+            },
+            _ => unreachable!("only user and tool messages trail"),
+        })
+        .collect();
+    Some((messages, new))
+}
+
 /// A tool call of the history still waiting for its answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingCall {
@@ -189,6 +220,35 @@ mod tests {
             name: "t".into(),
             input: Default::default(),
         }
+    }
+
+    #[test]
+    fn the_trailing_user_and_tool_messages_are_the_new_turn() {
+        let user = |t: &str| HistoryMessage::User {
+            content: Content::Text(t.into()),
+        };
+        let assistant = HistoryMessage::Assistant {
+            content: Content::Blocks(vec![tool_use("a")]),
+        };
+        let tool = HistoryMessage::Tool {
+            tool_call_id: "a".into(),
+            content: Content::Text("r".into()),
+        };
+        let (history, new) =
+            split_input(vec![user("hi"), assistant.clone(), tool.clone()]).unwrap();
+        assert_eq!(history, [user("hi"), assistant.clone()]);
+        assert_eq!(
+            new,
+            [InputMessage::ToolResult {
+                tool_call_id: "a".into(),
+                content: Content::Text("r".into())
+            }]
+        );
+        let (history, new) = split_input(vec![user("a"), user("b")]).unwrap();
+        assert!(history.is_empty());
+        assert_eq!(new.len(), 2);
+        assert!(split_input(vec![user("hi"), assistant]).is_none());
+        assert!(split_input(Vec::new()).is_none());
     }
 
     #[test]

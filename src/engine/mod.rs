@@ -12,15 +12,14 @@ mod parts;
 mod runner;
 mod runs;
 mod sessions;
+mod tenants;
 mod writer;
 
 pub use assemble::{MessageAssembler, turn_messages};
 pub use error::EngineError;
 pub use follow::Follow;
-pub use input::{InputMessage, PendingCall};
+pub use input::{InputMessage, PendingCall, split_input};
 pub use parts::file_url;
-pub use runner::{Engine, StartedTurn, TurnRequest};
+pub use runner::{Engine, StartedTurn, TurnRequest, scoped_key, unscoped_key};
 pub use runs::CANCELLED_CALL;
-pub use sessions::{
-    REDACTED, SessionView, create_session, open_secret_options, redact, session_for_key,
-};
+pub use sessions::{REDACTED, SessionRef, SessionView, open_secret_options, redact, session_uuid};

@@ -60,6 +60,21 @@ impl TurnRequest {
     }
 }
 
+/// An idempotency key as stored: in its protocol's namespace (`scope`), so the same key
+/// sent over two protocols names two requests. AAP's keys, the engine's own, have none.
+pub fn scoped_key(scope: &str, key: &str) -> String {
+    if scope.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{scope}:{key}")
+    }
+}
+
+/// The key a client sent, from a stored key of its protocol's namespace.
+pub fn unscoped_key<'a>(scope: &str, stored: &'a str) -> Option<&'a str> {
+    stored.strip_prefix(scope)?.strip_prefix(':')
+}
+
 /// A client's answer to a server tool call that waited for permission.
 #[derive(Debug, Clone)]
 pub struct Permission {
@@ -83,13 +98,25 @@ impl StartedTurn {
 }
 
 /// A running or queued turn's off switch, with the reason it was pulled.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TurnControl {
+    tenant: TenantId,
     token: CancellationToken,
     reason: Mutex<Option<TurnError>>,
+    /// Cancelled once the turn's task ended (its `turn_stop` is durable).
+    ended: CancellationToken,
 }
 
 impl TurnControl {
+    fn new(tenant: TenantId) -> Self {
+        Self {
+            tenant,
+            token: CancellationToken::new(),
+            reason: Mutex::new(None),
+            ended: CancellationToken::new(),
+        }
+    }
+
     pub fn stop(&self, reason: TurnError) {
         self.reason
             .lock()
@@ -355,7 +382,7 @@ impl Engine {
                 other => Err(other.into()),
             };
         }
-        let control = Arc::new(TurnControl::default());
+        let control = Arc::new(TurnControl::new(tenant.clone()));
         self.controls
             .lock()
             .expect("controls lock")
@@ -372,6 +399,19 @@ impl Engine {
             turn,
             live: Some(live),
         })
+    }
+
+    /// The tenant's latest turn a client started with `key` in `scope`, in any session.
+    pub async fn find_turn_by_key(
+        &self,
+        tenant: &TenantId,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<Turn>, EngineError> {
+        Ok(self
+            .store
+            .find_latest_turn_by_key(tenant, &scoped_key(scope, key))
+            .await?)
     }
 
     /// Tool calls still unanswered. They can only follow the last user message, so the tail
@@ -525,6 +565,36 @@ impl Engine {
             .lock()
             .expect("controls lock")
             .remove(&turn.id);
+        control.ended.cancel();
+    }
+
+    /// Stops every queued and running turn of the tenant with `reason`, and waits (up to
+    /// `limit`) until their ends are durable, so their streams end with a terminal event.
+    pub async fn stop_tenant_turns(&self, tenant: &TenantId, reason: TurnError, limit: Duration) {
+        let controls: Vec<Arc<TurnControl>> = self
+            .controls
+            .lock()
+            .expect("controls lock")
+            .values()
+            .filter(|control| control.tenant == *tenant)
+            .cloned()
+            .collect();
+        for control in &controls {
+            control.stop(reason.clone());
+        }
+        let ended = futures_util::future::join_all(
+            controls.iter().map(|control| control.ended.cancelled()),
+        );
+        if tokio::time::timeout(limit, ended).await.is_err() {
+            tracing::warn!(tenant_id = %tenant, "turns of a stopped tenant did not end in time");
+        }
+    }
+
+    /// Ends the live streams of these sessions (their data is gone).
+    pub fn close_sessions(&self, sessions: &[SessionId]) {
+        for session in sessions {
+            self.fanout.close(session);
+        }
     }
 
     /// Stops a queued or running turn and waits (briefly) for its end. Stopping a turn
@@ -591,7 +661,9 @@ impl Engine {
         self.store
             .delete_session(tenant, session)
             .await
-            .map_err(|e| not_found(e, "session"))
+            .map_err(|e| not_found(e, "session"))?;
+        self.fanout.close(session);
+        Ok(())
     }
 
     /// Ends every turn a previous process left queued or running.

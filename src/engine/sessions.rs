@@ -5,11 +5,14 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::EngineError;
+use super::{Engine, EngineError};
 use crate::agents::SessionConfigRequest;
-use crate::app::AppState;
+use crate::config::HistoryType;
 use crate::crypto::SecretBox;
-use crate::model::{HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec};
+use crate::model::{
+    FieldError, HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec,
+};
+use crate::store::StoreError;
 
 /// What every read of a session shows: secret option values are `"***"`.
 pub const REDACTED: &str = "***";
@@ -59,104 +62,205 @@ pub(super) fn seal_option(
     secrets.seal(value.as_bytes(), &seal_context(tenant, session, name))
 }
 
-/// Validates and records a new session with its seed messages.
-pub async fn create_session(
-    state: &AppState,
-    tenant: &TenantId,
-    agent_name: &str,
-    config: SessionConfigRequest,
-    seed: Vec<HistoryMessage>,
-) -> Result<Session, EngineError> {
-    insert_session(state, tenant, agent_name, config, seed, None).await
+/// How a client names a session: an agentry id, the UUID such an id is written from
+/// (protocols that name sessions by UUID), or a key of its own (an alias), which names a
+/// session created on first use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionRef {
+    Id(SessionId),
+    Uuid(uuid::Uuid),
+    Key(String),
 }
 
-/// The session a client names by `key`: an agentry session id (which must exist), or the
-/// client's own key, which names a new session of `agent_name` on first use.
-pub async fn session_for_key(
-    state: &AppState,
-    tenant: &TenantId,
-    key: &str,
-    agent_name: &str,
-    seed: Vec<HistoryMessage>,
-) -> Result<(Session, bool), EngineError> {
-    if key.starts_with(SessionId::PREFIX) {
-        let id: SessionId = key.parse().map_err(|_| EngineError::NotFound("session"))?;
-        return match state.store.get_session(tenant, &id).await {
-            Ok(session) => Ok((session, false)),
-            Err(crate::store::StoreError::NotFound) => Err(EngineError::NotFound("session")),
-            Err(e) => Err(e.into()),
-        };
-    }
-    if key.is_empty() || key.len() > 256 || key.chars().any(char::is_control) {
-        return Err(crate::model::FieldError::new(
-            "session_id",
-            "must be 1-256 printable characters",
-        )
-        .into());
-    }
-    if let Some(session) = state.store.find_session_by_alias(tenant, key).await? {
-        return Ok((session, false));
-    }
-    let config = SessionConfigRequest::default();
-    match insert_session(
-        state,
-        tenant,
-        agent_name,
-        config,
-        seed,
-        Some(key.to_owned()),
-    )
-    .await
-    {
-        Ok(session) => Ok((session, true)),
-        // Another request created it first.
-        Err(EngineError::Store(crate::store::StoreError::Conflict(_))) => state
-            .store
-            .find_session_by_alias(tenant, key)
-            .await?
-            .map(|session| (session, false))
-            .ok_or(EngineError::NotFound("session")),
-        Err(e) => Err(e),
-    }
-}
-
-async fn insert_session(
-    state: &AppState,
-    tenant: &TenantId,
-    agent_name: &str,
-    config: SessionConfigRequest,
-    seed: Vec<HistoryMessage>,
-    alias: Option<String>,
-) -> Result<Session, EngineError> {
-    let agent = state.agents.get(agent_name).ok_or_else(|| {
-        crate::model::FieldError::new("agent.name", format!("unknown agent `{agent_name}`"))
-    })?;
-    let resolved = agent.resolve_new_session(config)?;
-    agent.check_messages(&seed)?;
-    let id = SessionId::generate();
-    let sealed_options = resolved
-        .secret_options
-        .iter()
-        .map(|(name, value)| {
-            let sealed = seal_option(&state.secrets, tenant, &id, name, value);
-            (name.clone(), sealed)
+impl SessionRef {
+    /// `None` for a string that claims to be an agentry id (`sess_…`) and is not one.
+    pub fn parse(raw: &str) -> Option<SessionRef> {
+        if raw.starts_with(SessionId::PREFIX) {
+            return raw.parse().ok().map(SessionRef::Id);
+        }
+        Some(match uuid::Uuid::parse_str(raw) {
+            Ok(uuid) => SessionRef::Uuid(uuid),
+            Err(_) => SessionRef::Key(raw.to_owned()),
         })
-        .collect();
-    let now = crate::model::now();
-    let session = Session {
-        id,
-        tenant_id: tenant.clone(),
-        agent: agent.name().to_owned(),
-        server_tools: resolved.server_tools,
-        options: resolved.options,
-        sealed_options,
-        client_tools: resolved.client_tools,
-        alias,
-        created_at: now,
-        updated_at: now,
-    };
-    state.store.insert_session(tenant, &session, &seed).await?;
-    Ok(session)
+    }
+
+    /// The alias a session created for this reference is known by.
+    fn alias(&self) -> Option<String> {
+        match self {
+            SessionRef::Id(_) => None,
+            SessionRef::Uuid(uuid) => Some(uuid.hyphenated().to_string()),
+            SessionRef::Key(key) => Some(key.clone()),
+        }
+    }
+}
+
+/// A session's id as a UUID, as protocols that name sessions by UUID write it: its alias
+/// when that is a UUID, else the UUID of its id.
+pub fn session_uuid(session: &Session) -> uuid::Uuid {
+    session
+        .alias
+        .as_deref()
+        .and_then(|alias| uuid::Uuid::parse_str(alias).ok())
+        .unwrap_or_else(|| session.id.to_uuid())
+}
+
+impl Engine {
+    /// Validates and records a new session with its seed messages.
+    pub async fn create_session(
+        &self,
+        tenant: &TenantId,
+        agent_name: &str,
+        config: SessionConfigRequest,
+        seed: Vec<HistoryMessage>,
+    ) -> Result<Session, EngineError> {
+        self.insert_session(tenant, agent_name, config, seed, None)
+            .await
+    }
+
+    /// The tenant's session a reference names, if it exists.
+    pub async fn find_session(
+        &self,
+        tenant: &TenantId,
+        reference: &SessionRef,
+    ) -> Result<Option<Session>, EngineError> {
+        let by_id = |id: SessionId| async move {
+            match self.store.get_session(tenant, &id).await {
+                Ok(session) => Ok(Some(session)),
+                Err(StoreError::NotFound) => Ok(None),
+                Err(e) => Err(EngineError::from(e)),
+            }
+        };
+        match reference {
+            SessionRef::Id(id) => by_id(id.clone()).await,
+            SessionRef::Uuid(uuid) => match by_id(SessionId::from_uuid(*uuid)).await? {
+                Some(session) => Ok(Some(session)),
+                None => self.find_by_alias(tenant, reference).await,
+            },
+            SessionRef::Key(_) => self.find_by_alias(tenant, reference).await,
+        }
+    }
+
+    async fn find_by_alias(
+        &self,
+        tenant: &TenantId,
+        reference: &SessionRef,
+    ) -> Result<Option<Session>, EngineError> {
+        match reference.alias() {
+            Some(alias) => Ok(self.store.find_session_by_alias(tenant, &alias).await?),
+            None => Ok(None),
+        }
+    }
+
+    /// The session a reference names: an agentry id (which must exist), or a client's UUID
+    /// or key, which names a new session of `agent_name` (seeded with `seed`) on first
+    /// use. `true` when it was created.
+    pub async fn session_for_key(
+        &self,
+        tenant: &TenantId,
+        reference: &SessionRef,
+        agent_name: &str,
+        seed: Vec<HistoryMessage>,
+    ) -> Result<(Session, bool), EngineError> {
+        if let Some(session) = self.find_session(tenant, reference).await? {
+            return Ok((session, false));
+        }
+        let Some(alias) = reference.alias() else {
+            return Err(EngineError::NotFound("session"));
+        };
+        if alias.is_empty() || alias.len() > 256 || alias.chars().any(char::is_control) {
+            return Err(FieldError::new("session_id", "must be 1-256 printable characters").into());
+        }
+        let config = SessionConfigRequest::default();
+        match self
+            .insert_session(tenant, agent_name, config, seed, Some(alias))
+            .await
+        {
+            Ok(session) => Ok((session, true)),
+            // Another request created it first.
+            Err(EngineError::Store(StoreError::Conflict(_))) => self
+                .find_by_alias(tenant, reference)
+                .await?
+                .map(|session| (session, false))
+                .ok_or(EngineError::NotFound("session")),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The session a client continues with the history it holds (`history`): a new one
+    /// seeded with it when `reference` is `None` or names no session yet; else `history`
+    /// must be the end of what the session stored, compared as `render` writes messages
+    /// (a protocol's own rendering: what it sent is what it gets back).
+    pub async fn session_with_history<R>(
+        &self,
+        tenant: &TenantId,
+        reference: Option<&SessionRef>,
+        agent_name: &str,
+        history: Vec<HistoryMessage>,
+        render: impl Fn(&[HistoryMessage]) -> Vec<R>,
+    ) -> Result<Session, EngineError>
+    where
+        R: PartialEq,
+    {
+        let Some(reference) = reference else {
+            let config = SessionConfigRequest::default();
+            return self
+                .create_session(tenant, agent_name, config, history)
+                .await;
+        };
+        let repeated = (!history.is_empty()).then(|| render(&history));
+        let (session, created) = self
+            .session_for_key(tenant, reference, agent_name, history)
+            .await?;
+        if let Some(repeated) = repeated.filter(|_| !created) {
+            let stored = self
+                .store
+                .list_history(tenant, &session.id, HistoryType::Full)
+                .await?;
+            if !render(&stored).ends_with(&repeated) {
+                return Err(EngineError::HistoryMismatch);
+            }
+        }
+        Ok(session)
+    }
+
+    async fn insert_session(
+        &self,
+        tenant: &TenantId,
+        agent_name: &str,
+        config: SessionConfigRequest,
+        seed: Vec<HistoryMessage>,
+        alias: Option<String>,
+    ) -> Result<Session, EngineError> {
+        let agent = self.agents.get(agent_name).ok_or_else(|| {
+            FieldError::new("agent.name", format!("unknown agent `{agent_name}`"))
+        })?;
+        let resolved = agent.resolve_new_session(config)?;
+        agent.check_messages(&seed)?;
+        let id = SessionId::generate();
+        let sealed_options = resolved
+            .secret_options
+            .iter()
+            .map(|(name, value)| {
+                let sealed = seal_option(&self.secrets, tenant, &id, name, value);
+                (name.clone(), sealed)
+            })
+            .collect();
+        let now = crate::model::now();
+        let session = Session {
+            id,
+            tenant_id: tenant.clone(),
+            agent: agent.name().to_owned(),
+            server_tools: resolved.server_tools,
+            options: resolved.options,
+            sealed_options,
+            client_tools: resolved.client_tools,
+            alias,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store.insert_session(tenant, &session, &seed).await?;
+        Ok(session)
+    }
 }
 
 /// Every option of the session in plaintext, secrets decrypted. For the agent runner only:

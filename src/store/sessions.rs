@@ -142,6 +142,17 @@ impl Store {
         Ok((rows.into_iter().map(Session::from).collect(), more))
     }
 
+    /// The ids of every session of the tenant.
+    pub async fn list_session_ids(&self, tenant: &TenantId) -> Result<Vec<SessionId>, StoreError> {
+        let ids = with_db!(self, |pool| {
+            sqlx::query_scalar("SELECT id FROM sessions WHERE tenant_id = $1")
+                .bind(tenant)
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok(ids)
+    }
+
     /// Deletes the session and, by cascade, its histories.
     pub async fn delete_session(
         &self,

@@ -8,7 +8,7 @@ use super::wire::{CreateSessionRequest, CreateSessionResponse, SessionInfo, Sess
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
-use crate::engine::{self, redact};
+use crate::engine::redact;
 use crate::error::{ApiError, OrNotFound};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
@@ -32,8 +32,10 @@ pub async fn create_session(
         options: request.agent.options.unwrap_or_default(),
         client_tools: request.tools,
     };
-    let session =
-        engine::create_session(&state, &auth.tenant_id, &request.agent.name, config, seed).await?;
+    let session = state
+        .engine
+        .create_session(&auth.tenant_id, &request.agent.name, config, seed)
+        .await?;
     tracing::info!(session_id = %session.id, agent = %session.agent, "session created");
     Ok(HttpResponse::Created().json(CreateSessionResponse {
         session_id: session.id.to_string(),

@@ -19,7 +19,7 @@ use super::sessions::{check_session_key, session_for_run};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
-use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest, create_session};
+use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest};
 use crate::error::ApiError;
 use crate::model::Run;
 use crate::model::StreamMode;
@@ -121,15 +121,16 @@ pub async fn create_run(
 
     let session = match session_id.or(forwarded) {
         Some(key) => session_for_run(&state, &tenant, key, agent.name()).await?,
-        None => create_session(
-            &state,
-            &tenant,
-            agent.name(),
-            SessionConfigRequest::default(),
-            Vec::new(),
-        )
-        .await
-        .map_err(AcpError::from)?,
+        None => state
+            .engine
+            .create_session(
+                &tenant,
+                agent.name(),
+                SessionConfigRequest::default(),
+                Vec::new(),
+            )
+            .await
+            .map_err(AcpError::from)?,
     };
     if session.agent != agent.name() {
         return Err(AcpError::invalid(

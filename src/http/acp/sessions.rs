@@ -11,21 +11,13 @@ use super::wire::SessionObject;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::config::HistoryType;
-use crate::engine::session_for_key;
+use crate::engine::{self, EngineError, SessionRef};
 use crate::error::ApiError;
-use crate::model::{Session, SessionId, TenantId};
+use crate::model::{Session, TenantId};
 
 /// The session's id on this face: its alias when that is a UUID, else its id as one.
 pub fn session_uuid(session: &Session) -> String {
-    if let Some(alias) = &session.alias
-        && let Ok(uuid) = uuid::Uuid::parse_str(alias)
-    {
-        return uuid.hyphenated().to_string();
-    }
-    let hex = session.id.as_str().trim_start_matches(SessionId::PREFIX);
-    uuid::Uuid::parse_str(hex)
-        .map(|u| u.hyphenated().to_string())
-        .unwrap_or_else(|_| session.id.to_string())
+    engine::session_uuid(session).hyphenated().to_string()
 }
 
 /// The tenant's session a client names: an agentry id, the UUID of one, or an alias.
@@ -34,72 +26,44 @@ pub async fn find_session(
     tenant: &TenantId,
     key: &str,
 ) -> Result<Option<Session>, AcpError> {
-    let lookup = |id: SessionId| async move {
-        match state.store.get_session(tenant, &id).await {
-            Ok(session) => Ok(Some(session)),
-            Err(crate::store::StoreError::NotFound) => Ok(None),
-            Err(e) => Err(AcpError::from(e)),
-        }
-    };
-    if key.starts_with(SessionId::PREFIX) {
-        return match key.parse() {
-            Ok(id) => lookup(id).await,
-            Err(_) => Ok(None),
-        };
+    match SessionRef::parse(key) {
+        Some(reference) => Ok(state.engine.find_session(tenant, &reference).await?),
+        None => Ok(None),
     }
-    let alias = match uuid::Uuid::parse_str(key) {
-        Ok(uuid) => {
-            let id = format!("{}{}", SessionId::PREFIX, uuid.simple());
-            if let Ok(id) = id.parse()
-                && let Some(session) = lookup(id).await?
-            {
-                return Ok(Some(session));
-            }
-            uuid.hyphenated().to_string()
-        }
-        Err(_) => key.to_owned(),
-    };
-    Ok(state.store.find_session_by_alias(tenant, &alias).await?)
 }
 
 /// A run's session key as the reference takes it, a UUID, or an agentry id (`sess_…`);
 /// anything else is refused naming `field`.
 pub fn check_session_key(key: &str, field: &str) -> Result<(), AcpError> {
-    if key.starts_with(SessionId::PREFIX) || uuid::Uuid::parse_str(key).is_ok() {
-        return Ok(());
+    match SessionRef::parse(key) {
+        Some(SessionRef::Key(_)) => Err(AcpError::invalid(
+            field,
+            format!("`{key}`: must be a UUID or an agentry session id (`sess_…`)"),
+        )),
+        _ => Ok(()),
     }
-    Err(AcpError::invalid(
-        field,
-        format!("`{key}`: must be a UUID or an agentry session id (`sess_…`)"),
-    ))
 }
 
-/// The session a run names (created on first use for a client's key).
+/// The session a run names (created on first use for a client's UUID).
 pub async fn session_for_run(
     state: &AppState,
     tenant: &TenantId,
     key: &str,
     agent: &str,
 ) -> Result<Session, AcpError> {
-    if let Some(session) = find_session(state, tenant, key).await? {
-        return Ok(session);
-    }
-    if key.starts_with(SessionId::PREFIX) {
-        return Err(AcpError::not_found(format!("Session {key}")));
-    }
     check_session_key(key, "session_id")?;
-    let alias = uuid::Uuid::parse_str(key)
-        .map(|u| u.hyphenated().to_string())
-        .unwrap_or_else(|_| key.to_owned());
-    let (session, _) = session_for_key(state, tenant, &alias, agent, Vec::new())
+    let reference =
+        SessionRef::parse(key).ok_or_else(|| AcpError::not_found(format!("Session {key}")))?;
+    match state
+        .engine
+        .session_for_key(tenant, &reference, agent, Vec::new())
         .await
-        .map_err(|e| match e {
-            crate::engine::EngineError::Invalid(field) => {
-                AcpError::invalid("session_id", field.message)
-            }
-            other => other.into(),
-        })?;
-    Ok(session)
+    {
+        Ok((session, _)) => Ok(session),
+        Err(EngineError::NotFound(_)) => Err(AcpError::not_found(format!("Session {key}"))),
+        Err(EngineError::Invalid(field)) => Err(AcpError::invalid("session_id", field.message)),
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// `scheme://host` of the request, for absolute URLs.

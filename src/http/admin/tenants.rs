@@ -80,10 +80,9 @@ pub async fn update_tenant(
         .map(auth::validate_tenant_name)
         .transpose()?;
     let tenant = state
-        .store
+        .engine
         .update_tenant(&id, name.as_deref(), request.status)
-        .await
-        .or_not_found("tenant")?;
+        .await?;
     tracing::info!(tenant_id = %tenant.id, status = %tenant.status, "tenant updated");
     Ok(HttpResponse::Ok().json(tenant))
 }
@@ -94,11 +93,7 @@ pub async fn delete_tenant(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = tenant_id(&path)?;
-    state
-        .store
-        .delete_tenant(&id)
-        .await
-        .or_not_found("tenant")?;
+    state.engine.delete_tenant(&id).await?;
     tracing::info!(tenant_id = %id, "tenant deleted with all its data");
     Ok(HttpResponse::NoContent().finish())
 }

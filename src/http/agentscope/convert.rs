@@ -28,13 +28,6 @@ pub enum Item {
     },
 }
 
-impl Item {
-    /// Whether the item can be the new input of a turn (rather than history).
-    pub fn is_turn_input(&self) -> bool {
-        matches!(self, Item::User(_) | Item::Output { .. })
-    }
-}
-
 fn str_field<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     object.get(key).and_then(Value::as_str)
 }

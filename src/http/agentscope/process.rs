@@ -8,23 +8,25 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::convert::{self, Item};
+use super::convert;
 use super::render::{AgentScopeRenderer, ResponseIdentity};
 use super::wire::RefusalEvent;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::config::HistoryType;
-use crate::engine::{Follow, InputMessage, TurnRequest, create_session, session_for_key};
+use crate::engine::{
+    EngineError, Follow, SessionRef, TurnRequest, scoped_key, split_input, unscoped_key,
+};
 use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::sse::{self, Frame};
 use crate::model::{
-    Content, Event, FieldError, HistoryMessage, Session, StreamMode, ToolSpec, Turn, TurnId,
+    Event, FieldError, HistoryMessage, Session, StreamMode, ToolSpec, Turn, TurnId,
 };
 use crate::store::StoreError;
 
-/// Request ids are kept as the turn's idempotency key under this prefix.
-const KEY_PREFIX: &str = "agentscope:";
+/// The namespace of request ids, kept as the turn's idempotency key.
+const SCOPE: &str = "agentscope";
 
 pub async fn process(
     auth: TenantAuth,
@@ -151,57 +153,45 @@ async fn start(
         }
     };
 
-    // The new input is the trailing run of user messages and tool outputs; what precedes
-    // it is history the client holds.
-    let split = items
-        .iter()
-        .rposition(|item| !item.is_turn_input())
-        .map_or(0, |i| i + 1);
-    if split == items.len() {
-        return Err(ApiError::invalid(
-            format!("input[{}]", items.len() - 1),
+    let last = format!("input[{}]", items.len() - 1);
+    let (seed, messages) = split_input(convert::to_history(&items)).ok_or_else(|| {
+        ApiError::invalid(
+            last,
             "the last message must be a user message or a tool call output",
-        ));
-    }
-    let (earlier, new) = items.split_at(split);
-    let seed = convert::to_history(earlier);
+        )
+    })?;
     let agent_name = explicit_agent
         .clone()
         .unwrap_or_else(|| default_agent(state).to_owned());
-    let session = match &session_key {
-        Some(key) => {
-            let (session, created) =
-                session_for_key(state, &auth.tenant_id, key, &agent_name, seed.clone()).await?;
-            if !created && !seed.is_empty() {
-                check_repeated_history(state, &session, &seed).await?;
-            }
-            session
-        }
-        None => {
-            create_session(
-                state,
-                &auth.tenant_id,
-                &agent_name,
-                SessionConfigRequest::default(),
-                seed,
-            )
-            .await?
-        }
+    let reference = match &session_key {
+        Some(key) => Some(SessionRef::parse(key).ok_or_else(|| ApiError::not_found("session"))?),
+        None => None,
     };
+    let comparable = |messages: &[HistoryMessage]| -> Vec<Value> {
+        convert::from_history(messages)
+            .iter()
+            .map(|m| json!([m.kind, m.role, m.content]))
+            .collect()
+    };
+    let session = state
+        .engine
+        .session_with_history(
+            &auth.tenant_id,
+            reference.as_ref(),
+            &agent_name,
+            seed,
+            comparable,
+        )
+        .await
+        .map_err(|e| match e {
+            EngineError::HistoryMismatch => ApiError::invalid(
+                "input",
+                "the messages before the last one are not this session's stored history; \
+                 send only the new message, or the history as it is stored",
+            ),
+            other => other.into(),
+        })?;
 
-    let messages = new
-        .iter()
-        .map(|item| match item {
-            Item::User(blocks) => InputMessage::User {
-                content: Content::Blocks(blocks.clone()),
-            },
-            Item::Output { call_id, output } => InputMessage::ToolResult {
-                tool_call_id: call_id.clone(),
-                content: output.clone(),
-            },
-            _ => unreachable!("only turn input follows the split"),
-        })
-        .collect();
     let started = state
         .engine
         .start_turn(
@@ -216,7 +206,7 @@ async fn start(
                 },
                 messages,
                 stream: StreamMode::Delta,
-                idempotency_key: request_id.as_ref().map(|id| format!("{KEY_PREFIX}{id}")),
+                idempotency_key: request_id.as_ref().map(|id| scoped_key(SCOPE, id)),
                 fingerprint: TurnRequest::fingerprint_of(request),
             },
         )
@@ -300,40 +290,11 @@ fn parse_tools(value: Option<&Value>) -> Result<Option<Vec<ToolSpec>>, ApiError>
         .map(Some)
 }
 
-/// History a request repeats must be the end of what the session holds.
-async fn check_repeated_history(
-    state: &AppState,
-    session: &Session,
-    repeated: &[HistoryMessage],
-) -> Result<(), ApiError> {
-    let stored = state
-        .store
-        .list_history(&session.tenant_id, &session.id, HistoryType::Full)
-        .await?;
-    let comparable = |messages: &[HistoryMessage]| -> Vec<Value> {
-        convert::from_history(messages)
-            .iter()
-            .map(|m| json!([m.kind, m.role, m.content]))
-            .collect()
-    };
-    let stored = comparable(&stored);
-    let repeated = comparable(repeated);
-    if stored.ends_with(&repeated) {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            "input",
-            "the messages before the last one are not this session's stored history; \
-             send only the new message, or the history as it is stored",
-        ))
-    }
-}
-
 fn identity_of(state: &AppState, session: &Session, turn: &Turn) -> ResponseIdentity {
     let id = turn
         .idempotency_key
         .as_deref()
-        .and_then(|k| k.strip_prefix(KEY_PREFIX))
+        .and_then(|k| unscoped_key(SCOPE, k))
         .map_or_else(|| turn.id.to_string(), str::to_owned);
     let mcp_tools = state
         .agents
@@ -347,11 +308,7 @@ fn identity_of(state: &AppState, session: &Session, turn: &Turn) -> ResponseIden
             .clone()
             .unwrap_or_else(|| session.id.to_string()),
         created_at: turn.created_at.timestamp(),
-        turn_key: turn
-            .id
-            .as_str()
-            .trim_start_matches(TurnId::PREFIX)
-            .to_owned(),
+        turn_key: turn.id.hex().to_owned(),
         mcp_tools,
     }
 }
@@ -430,8 +387,8 @@ pub async fn response_events(
         Ok(turn_id) => state.store.find_turn(&auth.tenant_id, &turn_id).await?,
         Err(_) => {
             state
-                .store
-                .find_latest_turn_by_key(&auth.tenant_id, &format!("{KEY_PREFIX}{id}"))
+                .engine
+                .find_turn_by_key(&auth.tenant_id, SCOPE, &id)
                 .await?
         }
     }
@@ -469,26 +426,19 @@ pub async fn session_messages(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let key = path.into_inner();
-    let session = match key.parse() {
-        Ok(id) => state.store.get_session(&auth.tenant_id, &id).await.ok(),
-        Err(_) => {
-            state
-                .store
-                .find_session_by_alias(&auth.tenant_id, &key)
-                .await?
-        }
-    }
-    .ok_or_else(|| ApiError::not_found("session"))?;
+    let reference = SessionRef::parse(&key).ok_or_else(|| ApiError::not_found("session"))?;
+    let session = state
+        .engine
+        .find_session(&auth.tenant_id, &reference)
+        .await?
+        .ok_or_else(|| ApiError::not_found("session"))?;
     let history = state
         .store
         .list_history(&auth.tenant_id, &session.id, HistoryType::Full)
         .await?;
     let mut messages = convert::from_history(&history);
     for (i, message) in messages.iter_mut().enumerate() {
-        message.id = format!(
-            "msg_{}_{i}",
-            session.id.as_str().trim_start_matches("sess_")
-        );
+        message.id = format!("msg_{}_{i}", session.id.hex());
     }
     Ok(HttpResponse::Ok().json(json!({
         "session_id": key,
