@@ -4,6 +4,7 @@
 mod await_resume;
 mod frames;
 mod lifecycle;
+mod runs;
 mod sessions;
 
 use std::sync::Arc;

@@ -11,7 +11,7 @@ use super::{acp_user, assert_acp_error, output_text, post_raw, reply_of, run, ty
 use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_on, user};
 use crate::scripted::{Reply, ScriptedOpenAi, finish, text, tool_fragment};
 
-async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
+pub(super) async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
     let config = format!(
         r#"
 [[agents]]
@@ -32,7 +32,7 @@ name = "clock"
 
 /// An AAP session of `gpt` with a client tool `lookup` and the untrusted server tool
 /// `clock` (ACP itself cannot declare tools); its id written as ACP writes it, a UUID.
-async fn tool_session(app: &TestApp, token: &str) -> (String, String) {
+pub(super) async fn tool_session(app: &TestApp, token: &str) -> (String, String) {
     let lookup = json!({"name": "lookup", "description": "d", "parameters": {"type": "object"}});
     let session = app
         .create_session(
@@ -54,7 +54,7 @@ fn both_calls() -> Reply {
 }
 
 /// A sync run of `gpt` on the session (`uuid`) whose model calls both tools: it awaits them.
-async fn awaiting_run(
+pub(super) async fn awaiting_run(
     app: &TestApp,
     server: &ScriptedOpenAi,
     token: &str,
@@ -72,11 +72,16 @@ async fn awaiting_run(
     awaiting
 }
 
-async fn resume(app: &TestApp, token: &str, run_id: &str, body: Value) -> crate::helpers::Reply {
+pub(super) async fn resume(
+    app: &TestApp,
+    token: &str,
+    run_id: &str,
+    body: Value,
+) -> crate::helpers::Reply {
     reply_of(post_raw(app, &format!("/acp/runs/{run_id}"), token, &body).await).await
 }
 
-fn answers(mode: &str) -> Value {
+pub(super) fn answers(mode: &str) -> Value {
     json!({"await_resume": {"type": "message", "message": {"role": "user", "parts": [
         {"name": "/tool_results/a", "content_type": "text/plain", "content": "found"},
         {"name": "tool_permissions/c", "content_type": "application/json",

@@ -118,6 +118,16 @@ async fn a_run_orphaned_by_a_killed_server_ends_failed_as_interrupted_after_rest
     let server = ServerProcess::start(command());
     let failed = get(&server, format!("/acp/runs/{run_id}")).await;
     assert_eq!(failed["status"], "failed", "{failed}");
+    // The engine keeps the run's status in its row: interrupted, which ACP calls failed.
+    let store = agentry::store::Store::connect(&crate::helpers::test_settings(&db, "").database)
+        .await
+        .unwrap();
+    let run: agentry::model::RunId = format!("run_{}", run_id.replace('-', "")).parse().unwrap();
+    let tenant: agentry::model::TenantId = tenant.trim().parse().unwrap();
+    assert_eq!(
+        store.get_run_status(&tenant, &run).await.unwrap(),
+        agentry::model::RunStatus::Interrupted
+    );
     assert_eq!(failed["error"]["code"], "server_error");
     assert_eq!(failed["error"]["data"]["code"], "interrupted");
     assert!(failed["finished_at"].is_string());
