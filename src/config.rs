@@ -82,6 +82,8 @@ pub struct EngineSettings {
     pub max_concurrent_turns: usize,
     pub max_concurrent_turns_per_tenant: usize,
     pub max_queued_turns: usize,
+    /// One tenant's share of the queue: over it, that tenant is refused while others queue.
+    pub max_queued_turns_per_tenant: usize,
     pub shutdown_grace_seconds: u64,
     pub sse_keep_alive_seconds: u64,
     pub max_batch_events: usize,

@@ -154,6 +154,8 @@ pub struct Engine {
     global: Arc<Semaphore>,
     tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
     queued: AtomicUsize,
+    /// Turns waiting for a slot, per tenant (entries leave at zero).
+    queued_by_tenant: Mutex<HashMap<TenantId, usize>>,
     accepting: AtomicBool,
     /// Cancelled when the server stops: live streams end.
     shutdown: CancellationToken,
@@ -185,6 +187,7 @@ impl Engine {
             controls: Mutex::new(HashMap::new()),
             tenants: Mutex::new(HashMap::new()),
             queued: AtomicUsize::new(0),
+            queued_by_tenant: Mutex::new(HashMap::new()),
             accepting: AtomicBool::new(true),
             shutdown: CancellationToken::new(),
         })
@@ -317,7 +320,7 @@ impl Engine {
         )
         .await?;
 
-        self.reserve_queue_slot()?;
+        self.reserve_queue_slot(tenant)?;
         let id = TurnId::generate();
         let run_id = match &run {
             RunPart::None => None,
@@ -361,9 +364,13 @@ impl Engine {
             .insert_turn(tenant, &turn, updated.as_ref(), &input, link, answers_calls)
             .await;
         if let Err(error) = inserted {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
+            self.release_queue_slot(tenant);
             return match error {
-                StoreError::Conflict(what) if what.contains("idempotency") => {
+                // Two requests with one key at the same moment: whichever index refused the
+                // second, it is a retry of the first, which is committed by now.
+                StoreError::Conflict(what)
+                    if what != RUN_NOT_AWAITING && request.idempotency_key.is_some() =>
+                {
                     let key = request.idempotency_key.as_deref().unwrap_or_default();
                     match self.earlier_turn(tenant, session_id, key, &request).await? {
                         Some(earlier) => Ok(StartedTurn::replay(earlier)),
@@ -503,14 +510,32 @@ impl Engine {
         Ok(Some(updated))
     }
 
-    fn reserve_queue_slot(&self) -> Result<(), EngineError> {
+    /// A place in the queue, within the global bound and the tenant's share of it.
+    fn reserve_queue_slot(&self, tenant: &TenantId) -> Result<(), EngineError> {
         let max = self.settings.max_queued_turns;
+        let mut by_tenant = self.queued_by_tenant.lock().expect("queue lock");
+        let mine = by_tenant.get(tenant).copied().unwrap_or(0);
+        if mine >= self.settings.max_queued_turns_per_tenant {
+            return Err(EngineError::QueueFull);
+        }
         self.queued
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
-            .map(|_| ())
-            .map_err(|_| EngineError::QueueFull)
+            .map_err(|_| EngineError::QueueFull)?;
+        by_tenant.insert(tenant.clone(), mine + 1);
+        Ok(())
+    }
+
+    fn release_queue_slot(&self, tenant: &TenantId) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        let mut by_tenant = self.queued_by_tenant.lock().expect("queue lock");
+        if let Some(mine) = by_tenant.get_mut(tenant) {
+            *mine -= 1;
+            if *mine == 0 {
+                by_tenant.remove(tenant);
+            }
+        }
     }
 
     fn tenant_limit(&self, tenant: &TenantId) -> Arc<Semaphore> {
@@ -540,7 +565,7 @@ impl Engine {
             _ = control.token().cancelled() => None,
             permits = acquire(tenant_limit, self.global.clone()) => permits,
         };
-        self.queued.fetch_sub(1, Ordering::AcqRel);
+        self.release_queue_slot(&turn.tenant_id);
         match permits {
             Some(_permits) => {
                 let run = agent_loop::run_turn(&self, &turn, &session, &permissions, &control);

@@ -19,6 +19,7 @@ mod mcp_http;
 mod meta;
 mod persistence;
 mod providers;
+mod queueing;
 mod quickstart;
 mod secrets;
 mod sessions;

@@ -1,0 +1,93 @@
+//! Admission under load: each tenant's share of the queue, and one turn for two identical
+//! requests that race with one idempotency key.
+
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::acp::{acp_user, run};
+use crate::helpers::{TestDb, spawn_app_on, user};
+
+#[tokio::test]
+async fn a_tenant_over_its_share_of_the_queue_is_refused_while_others_still_queue() {
+    let config = "[engine]\nmax_concurrent_turns = 1\nmax_concurrent_turns_per_tenant = 1\n\
+                  max_queued_turns = 3\nmax_queued_turns_per_tenant = 2\n";
+    let app = spawn_app_on(Arc::new(TestDb::new().await), config).await;
+    let (_, greedy) = app.new_tenant().await;
+    let (_, other) = app.new_tenant().await;
+    let slow =
+        |text: &str| json!({"agent_name": "slow", "input": [acp_user(text)], "mode": "async"});
+    let holder = run(&app, &greedy, slow(&"h".repeat(400))).await;
+    assert_eq!(holder.status, StatusCode::ACCEPTED, "{}", holder.text);
+    let holder_id = holder.body["run_id"].as_str().unwrap().to_owned();
+    // The holder takes the only slot once it starts; wait for that.
+    loop {
+        let polled = app.get(&format!("/acp/runs/{holder_id}"), &greedy).await;
+        if polled.body["status"] == "in-progress" {
+            break;
+        }
+    }
+    for _ in 0..2 {
+        let queued = run(&app, &greedy, slow("q")).await;
+        assert_eq!(queued.status, StatusCode::ACCEPTED, "{}", queued.text);
+    }
+    let refused = run(&app, &greedy, slow("one too many")).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        refused.text
+    );
+    assert_eq!(
+        refused.body["data"]["code"], "queue_full",
+        "{}",
+        refused.text
+    );
+    // Another tenant still queues: the greedy one holds only its share.
+    let queued = run(&app, &other, slow("mine")).await;
+    assert_eq!(queued.status, StatusCode::ACCEPTED, "{}", queued.text);
+    assert_eq!(queued.body["status"], "created");
+    let aap = app
+        .create_session(&other, json!({"agent": {"name": "echo"}}))
+        .await;
+    let busy = app
+        .post(
+            &format!("/sessions/{aap}/turns"),
+            &other,
+            json!({"stream": "delta", "messages": [user("over the global bound")]}),
+        )
+        .await;
+    assert_eq!(busy.status, StatusCode::TOO_MANY_REQUESTS, "{}", busy.text);
+    assert_eq!(busy.code(), "queue_full");
+}
+
+#[tokio::test]
+async fn two_identical_requests_racing_with_one_key_get_the_same_turn() {
+    let app = spawn_app_on(Arc::new(TestDb::new().await), "").await;
+    let (_, token) = app.new_tenant().await;
+    for round in 0..15 {
+        let session = app
+            .create_session(&token, json!({"agent": {"name": "echo"}}))
+            .await;
+        let send = || {
+            app.client
+                .post(app.url(&format!("/sessions/{session}/turns")))
+                .bearer_auth(&token)
+                .header("Idempotency-Key", format!("key-{round}"))
+                .json(&json!({"messages": [user("once")]}))
+                .send()
+        };
+        let (first, second) = tokio::join!(send(), send());
+        let (first, second) = (first.unwrap(), second.unwrap());
+        assert_eq!(first.status(), StatusCode::OK, "round {round}");
+        assert_eq!(second.status(), StatusCode::OK, "round {round}");
+        let turn = |r: &reqwest::Response| {
+            r.headers()
+                .get("agentry-turn-id")
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert!(turn(&first).is_some());
+        assert_eq!(turn(&first), turn(&second), "round {round}");
+    }
+}
