@@ -233,6 +233,18 @@ async fn provider_failures_end_the_turn_with_a_clear_error_and_leave_the_session
     }
     let failed = turn("one").await;
     assert_eq!(failed.body["stopReason"], "error");
+    // A `stream: "none"` answer says why, as the stream's turn_stop does.
+    assert_eq!(
+        failed.body["error"]["code"], "provider_error",
+        "{}",
+        failed.text
+    );
+    assert!(
+        failed.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("503")
+    );
     let record = error_of(&failed).await;
     assert_eq!(record["status"], "failed");
     assert_eq!(record["error"]["code"], "provider_error");

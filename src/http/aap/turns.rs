@@ -15,7 +15,7 @@ use crate::engine::{Follow, TurnRequest, turn_messages};
 use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TURN_ID_HEADER, parse_json, sse};
-use crate::model::{EventData, StopReason, StreamMode, TurnId};
+use crate::model::{EventData, StopReason, StreamMode, TurnError, TurnId};
 
 const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
@@ -95,19 +95,25 @@ async fn wait_for_result(
     for event in events {
         data.push(event?.data.clone());
     }
-    let stop_reason = data
+    let (stop_reason, error) = data
         .iter()
         .rev()
         .find_map(|e| match e {
-            EventData::TurnStop { stop_reason, .. } => Some(*stop_reason),
+            EventData::TurnStop {
+                stop_reason, error, ..
+            } => Some((*stop_reason, error.clone())),
             _ => None,
         })
-        .unwrap_or(StopReason::Error);
+        .unwrap_or_else(|| {
+            let ended = TurnError::new("internal", "the turn ended without its stop");
+            (StopReason::Error, Some(ended))
+        });
     Ok(HttpResponse::Ok()
         .insert_header((TURN_ID_HEADER, turn.to_string()))
         .json(PostTurnResponse {
             stop_reason,
             messages: turn_messages(&data),
+            error,
         }))
 }
 

@@ -179,6 +179,10 @@ pub struct AgentOverride {
 pub struct PostTurnResponse {
     pub stop_reason: crate::model::StopReason,
     pub messages: Vec<HistoryMessage>,
+    /// Why a turn that stopped with `error` failed, was cancelled or was interrupted (an
+    /// agentry extension, as on the SSE `turn_stop`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::model::TurnError>,
 }
 
 /// A turn's record (an agentry extension of AAP).
