@@ -5,6 +5,7 @@ mod acp;
 mod admin;
 mod agentscope;
 mod body;
+mod cursor;
 mod files;
 mod login;
 mod ops;

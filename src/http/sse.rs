@@ -46,9 +46,22 @@ impl Frame {
     }
 }
 
+/// The content type of faces whose reference servers name the charset.
+pub const UTF8_EVENT_STREAM: &str = "text/event-stream; charset=utf-8";
+
 /// A `text/event-stream` response of `frames`, with a comment every `keep_alive` of silence.
 /// The stream ends when `frames` does; a client that leaves drops it.
 pub fn response<F: Encode + 'static>(
+    frames: impl Stream<Item = F> + 'static,
+    keep_alive: Duration,
+    turn_id: Option<&str>,
+) -> HttpResponse {
+    response_as("text/event-stream", frames, keep_alive, turn_id)
+}
+
+/// `response` with the content type given (`text/event-stream` with parameters).
+pub fn response_as<F: Encode + 'static>(
+    content_type: &'static str,
     frames: impl Stream<Item = F> + 'static,
     keep_alive: Duration,
     turn_id: Option<&str>,
@@ -73,7 +86,7 @@ pub fn response<F: Encode + 'static>(
     };
     let mut response = HttpResponse::Ok();
     response
-        .content_type("text/event-stream")
+        .content_type(content_type)
         .insert_header(("Cache-Control", "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"));
     if let Some(turn_id) = turn_id {

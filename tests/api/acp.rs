@@ -516,6 +516,24 @@ async fn a_stream_resumed_after_any_frame_id_yields_exactly_the_rest() {
     .await;
     assert_acp_error(&bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
     assert_eq!(bad.body["data"]["field"], "Last-Event-ID");
+    // No frame has a negative id.
+    let bad = app
+        .get(&format!("/acp/runs/{run_id}/events?after=-1"), &token)
+        .await;
+    assert_acp_error(&bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    assert_eq!(bad.body["data"]["field"], "after");
+    let bad = reply_of(
+        app.client
+            .get(app.url(&format!("/acp/runs/{run_id}/events")))
+            .bearer_auth(&token)
+            .header("Last-Event-ID", "-1")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_acp_error(&bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    assert_eq!(bad.body["data"]["field"], "Last-Event-ID");
 }
 
 #[tokio::test]

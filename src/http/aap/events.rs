@@ -1,6 +1,6 @@
 //! `GET /sessions/{id}/events`: the session's whole log after a cursor, then live.
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 
 use super::session_id;
 use super::turns::{EventsQuery, cursor, render_stream};
@@ -8,6 +8,7 @@ use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::engine::Follow;
 use crate::error::{ApiError, OrNotFound};
+use crate::http::cursor::ResumeFrom;
 use crate::model::StreamMode;
 
 pub async fn session_events(
@@ -15,10 +16,10 @@ pub async fn session_events(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<EventsQuery>,
-    req: HttpRequest,
+    resume: ResumeFrom,
 ) -> Result<HttpResponse, ApiError> {
     let session = session_id(&path)?;
-    let after = cursor(&req, query.after)?;
+    let after = cursor(&resume)?;
     state
         .store
         .get_session(&auth.tenant_id, &session)

@@ -12,7 +12,8 @@ use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::engine::{Follow, TurnRequest, turn_messages};
-use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::error::{ApiError, OrNotFound};
+use crate::http::cursor::{ResumeFrom, Seq};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TURN_ID_HEADER, parse_json, sse};
 use crate::model::{EventData, StopReason, StreamMode, TurnError, TurnId};
@@ -144,36 +145,19 @@ pub(super) fn render_stream(
 
 #[derive(Debug, Deserialize)]
 pub struct EventsQuery {
-    pub after: Option<i64>,
     pub stream: Option<StreamMode>,
 }
 
-/// The cursor of a (re)connecting client: `Last-Event-ID` wins over `?after=`.
-pub(super) fn cursor(req: &HttpRequest, after: Option<i64>) -> Result<i64, ApiError> {
-    let header = match req.headers().get("last-event-id") {
-        None => None,
-        Some(value) => Some(
-            value
-                .to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .filter(|v| *v >= 0)
-                .ok_or_else(|| {
-                    ApiError::invalid(
-                        "Last-Event-ID",
-                        "must be an event id (a non-negative integer)",
-                    )
-                })?,
-        ),
-    };
-    let cursor = header.or(after).unwrap_or(0);
-    if cursor < 0 {
-        return Err(ApiError::new(
-            ErrorCode::InvalidQuery,
-            "after: must not be negative",
-        ));
+/// The cursor of a (re)connecting client: an event id, `Last-Event-ID` winning over
+/// `?after=`; 0 (from the start) when neither is sent.
+pub(super) fn cursor(resume: &ResumeFrom) -> Result<i64, ApiError> {
+    match resume.parse::<Seq>() {
+        Ok(seq) => Ok(seq.map_or(0, |Seq(seq)| seq)),
+        Err(bad) => Err(ApiError::invalid(
+            bad.field,
+            "must be an event id (a non-negative integer)",
+        )),
     }
-    Ok(cursor)
 }
 
 pub async fn turn_events(
@@ -181,12 +165,12 @@ pub async fn turn_events(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     query: web::Query<EventsQuery>,
-    req: HttpRequest,
+    resume: ResumeFrom,
 ) -> Result<HttpResponse, ApiError> {
     let (session, turn) = path.into_inner();
     let session = session_id(&session)?;
     let turn = turn_id(&turn)?;
-    let after = cursor(&req, query.after)?;
+    let after = cursor(&resume)?;
     let record = state
         .store
         .get_turn(&auth.tenant_id, &session, &turn)

@@ -1,7 +1,6 @@
 //! `GET /acp/runs/{id}/events`.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use serde::Deserialize;
 
 use super::error::AcpError;
 use super::frame_id::FrameId;
@@ -10,11 +9,7 @@ use super::wire::EventList;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::error::ApiError;
-
-#[derive(Debug, Deserialize)]
-pub struct EventsQuery {
-    after: Option<String>,
-}
+use crate::http::cursor::ResumeFrom;
 
 /// `GET /acp/runs/{id}/events`: `{"events": [...]}` as the reference answers; with
 /// `Accept: text/event-stream`, the events as SSE (replayed, then live until the run stops
@@ -24,25 +19,15 @@ pub async fn run_events(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: Result<web::Query<EventsQuery>, actix_web::Error>,
+    resume: ResumeFrom,
     req: HttpRequest,
 ) -> Result<HttpResponse, AcpError> {
     let tenant = auth?.tenant_id;
-    let query = query.map_err(|_| AcpError::invalid("after", "must be a frame id"))?;
     let run = load_run(&state, &tenant, &path).await?;
-    let after = match req.headers().get("last-event-id") {
-        Some(value) => value
-            .to_str()
-            .ok()
-            .and_then(|v| v.parse::<FrameId>().ok())
-            .ok_or_else(|| AcpError::invalid("Last-Event-ID", "must be a frame id (`3`, `3.1`)"))?,
-        None => match &query.after {
-            Some(after) => after
-                .parse::<FrameId>()
-                .map_err(|_| AcpError::invalid("after", "must be a frame id (`3`, `3.1`)"))?,
-            None => FrameId::START,
-        },
-    };
+    let after = resume
+        .parse::<FrameId>()
+        .map_err(|bad| AcpError::invalid(bad.field, "must be a frame id (`3`, `3.1`)"))?
+        .unwrap_or(FrameId::START);
     let wants_stream = req
         .headers()
         .get(actix_web::http::header::ACCEPT)

@@ -193,12 +193,7 @@ pub fn sse_response(
     frames: impl Stream<Item = AcpFrame> + 'static,
 ) -> actix_web::HttpResponse {
     let keep_alive = std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
-    let mut response = sse::response(frames, keep_alive, None);
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
-    );
-    response
+    sse::response_as(sse::UTF8_EVENT_STREAM, frames, keep_alive, None)
 }
 
 /// Names the run in the `Run-ID` header.

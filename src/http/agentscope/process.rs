@@ -3,9 +3,8 @@
 //! `GET /agentscope/responses/{id}/events` replays or resumes a response.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use actix_web::{HttpResponse, ResponseError, web};
 use futures_util::StreamExt;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::convert;
@@ -19,6 +18,7 @@ use crate::engine::{
     EngineError, Follow, SessionRef, TurnRequest, scoped_key, split_input, unscoped_key,
 };
 use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::http::cursor::{ResumeFrom, Seq};
 use crate::http::sse::{self, Frame};
 use crate::model::{
     Event, FieldError, HistoryMessage, Session, StreamMode, ToolSpec, Turn, TurnId,
@@ -73,7 +73,7 @@ impl Answer {
                     data: serde_json::to_string(&event).expect("refusals serialize"),
                 };
                 HttpResponse::Ok()
-                    .content_type("text/event-stream; charset=utf-8")
+                    .content_type(sse::UTF8_EVENT_STREAM)
                     .insert_header(("Cache-Control", "no-cache"))
                     .body(frame.encode())
             }
@@ -356,21 +356,14 @@ async fn respond(
             });
             let keep_alive =
                 std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
-            let mut response = sse::response(frames, keep_alive, Some(turn.id.as_str()));
-            response.headers_mut().insert(
-                actix_web::http::header::CONTENT_TYPE,
-                actix_web::http::header::HeaderValue::from_static(
-                    "text/event-stream; charset=utf-8",
-                ),
-            );
-            response
+            sse::response_as(
+                sse::UTF8_EVENT_STREAM,
+                frames,
+                keep_alive,
+                Some(turn.id.as_str()),
+            )
         }
     }
-}
-
-#[derive(Debug, Deserialize)]
-pub struct EventsQuery {
-    after: Option<i64>,
 }
 
 /// `GET /agentscope/responses/{id}/events`: the response's frames after `Last-Event-ID`
@@ -379,8 +372,7 @@ pub async fn response_events(
     auth: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<EventsQuery>,
-    req: HttpRequest,
+    resume: ResumeFrom,
 ) -> Result<HttpResponse, ApiError> {
     let id = path.into_inner();
     let turn = match id.parse::<TurnId>() {
@@ -393,16 +385,10 @@ pub async fn response_events(
         }
     }
     .ok_or_else(|| ApiError::not_found("response"))?;
-    let after = match req.headers().get("last-event-id") {
-        Some(value) => Some(
-            value
-                .to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .ok_or_else(|| ApiError::invalid("Last-Event-ID", "must be a sequence number"))?,
-        ),
-        None => query.after,
-    };
+    let after = resume
+        .parse::<Seq>()
+        .map_err(|bad| ApiError::invalid(bad.field, "must be a sequence number"))?
+        .map(|Seq(seq)| seq);
     let session = state
         .store
         .get_session(&auth.tenant_id, &turn.session_id)
