@@ -83,9 +83,21 @@ impl AsyncMigrate for Migrator<'_> {}
 impl Store {
     /// Applies every embedded migration not yet applied; returns the versions applied now.
     pub async fn migrate(&self) -> Result<Vec<i32>, StoreError> {
+        self.migrate_to(refinery::Target::Latest).await
+    }
+
+    /// Applies the migrations up to and including `version` (a database as an earlier
+    /// release left it, for upgrade tests).
+    pub async fn migrate_up_to(&self, version: i32) -> Result<Vec<i32>, StoreError> {
+        self.migrate_to(refinery::Target::Version(version)).await
+    }
+
+    async fn migrate_to(&self, target: refinery::Target) -> Result<Vec<i32>, StoreError> {
         let report = match &self.db {
             Db::Sqlite(_) => {
-                let runner = sqlite_migrations::migrations::runner().set_grouped(true);
+                let runner = sqlite_migrations::migrations::runner()
+                    .set_grouped(true)
+                    .set_target(target);
                 runner.run_async(&mut Migrator(&self.db)).await
             }
             Db::Postgres(pool) => {
@@ -94,7 +106,9 @@ impl Store {
                     .bind(PG_MIGRATION_LOCK)
                     .execute(&mut *lock)
                     .await?;
-                let runner = postgres_migrations::migrations::runner().set_grouped(true);
+                let runner = postgres_migrations::migrations::runner()
+                    .set_grouped(true)
+                    .set_target(target);
                 let report = runner.run_async(&mut Migrator(&self.db)).await;
                 sqlx::query("SELECT pg_advisory_unlock($1)")
                     .bind(PG_MIGRATION_LOCK)

@@ -25,4 +25,5 @@ mod secrets;
 mod sessions;
 mod streams;
 mod turns;
+mod upgrade;
 mod validation;
