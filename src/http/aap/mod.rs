@@ -9,10 +9,52 @@ pub mod sessions;
 pub mod turns;
 mod wire;
 
+use actix_web::dev::Payload;
+use actix_web::{FromRequest, HttpRequest, web};
+use futures_util::future::LocalBoxFuture;
+
+use crate::app::AppState;
+use crate::auth::TenantAuth;
+use crate::engine::SessionRef;
 use crate::error::ApiError;
-use crate::model::SessionId;
+use crate::model::{Session, SessionId, TenantId};
 
 /// Parses a session id from the path; one that cannot exist is simply not found.
 fn session_id(raw: &str) -> Result<SessionId, ApiError> {
     raw.parse().map_err(|_| ApiError::not_found("session"))
+}
+
+/// The calling tenant's session that the path's `{session_id}` names. A session that does
+/// not exist, or is another tenant's, is AAP's 404; the caller is authenticated first.
+pub struct PathSession {
+    pub tenant: TenantId,
+    pub session: Session,
+}
+
+impl FromRequest for PathSession {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let auth = TenantAuth::from_request(req, payload);
+        let state = req
+            .app_data::<web::Data<AppState>>()
+            .cloned()
+            .expect("AppState is registered with the app");
+        let raw = req
+            .match_info()
+            .get("session_id")
+            .unwrap_or_default()
+            .to_owned();
+        Box::pin(async move {
+            let tenant = auth.await?.tenant_id;
+            let id = session_id(&raw)?;
+            let session = state
+                .engine
+                .find_session(&tenant, &SessionRef::Id(id))
+                .await?
+                .ok_or_else(|| ApiError::not_found("session"))?;
+            Ok(PathSession { tenant, session })
+        })
+    }
 }

@@ -4,11 +4,10 @@
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
-use super::session_id;
+use super::PathSession;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::config::HistoryType;
-use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::error::{ApiError, ErrorCode};
 use crate::model::{ContentBlock, HistoryMessage, Part, PartGlob};
 
 #[derive(Deserialize)]
@@ -32,9 +31,8 @@ struct ListedPart {
 }
 
 pub async fn list_parts(
-    auth: TenantAuth,
+    path: PathSession,
     state: web::Data<AppState>,
-    path: web::Path<String>,
     query: web::Query<PartsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let glob = match query.glob.as_deref() {
@@ -44,15 +42,9 @@ pub async fn list_parts(
                 .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, format!("glob: {e}")))?,
         ),
     };
-    let id = session_id(&path)?;
-    state
-        .store
-        .get_session(&auth.tenant_id, &id)
-        .await
-        .or_not_found("session")?;
     let history = state
         .store
-        .list_history(&auth.tenant_id, &id, HistoryType::Full)
+        .list_history(&path.tenant, &path.session.id, HistoryType::Full)
         .await?;
     let parts = history
         .into_iter()

@@ -3,13 +3,13 @@
 use actix_web::{HttpResponse, web};
 use serde_json::Value;
 
-use super::session_id;
 use super::wire::{CreateSessionRequest, CreateSessionResponse, SessionInfo, SessionList};
+use super::{PathSession, session_id};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
 use crate::engine::redact;
-use crate::error::{ApiError, OrNotFound};
+use crate::error::ApiError;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
 use crate::model::HistoryMessage;
@@ -60,18 +60,8 @@ pub async fn list_sessions(
     Ok(HttpResponse::Ok().json(SessionList { sessions, next }))
 }
 
-pub async fn get_session(
-    auth: TenantAuth,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let id = session_id(&path)?;
-    let session = state
-        .store
-        .get_session(&auth.tenant_id, &id)
-        .await
-        .or_not_found("session")?;
-    Ok(HttpResponse::Ok().json(SessionInfo::from(redact(session))))
+pub async fn get_session(path: PathSession) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(SessionInfo::from(redact(path.session))))
 }
 
 pub async fn delete_session(

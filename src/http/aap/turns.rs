@@ -6,8 +6,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::render::AapRenderer;
-use super::session_id;
 use super::wire::{PostTurnRequest, PostTurnResponse, TurnInfo, TurnList, parse_input_message};
+use super::{PathSession, session_id};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::auth::TenantAuth;
@@ -191,21 +191,14 @@ pub async fn turn_events(
 }
 
 pub async fn list_turns(
-    auth: TenantAuth,
+    path: PathSession,
     state: web::Data<AppState>,
-    path: web::Path<String>,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let session = session_id(&path)?;
-    state
-        .store
-        .get_session(&auth.tenant_id, &session)
-        .await
-        .or_not_found("session")?;
     let cursor = query.cursor()?;
     let (turns, more) = state
         .store
-        .list_turns(&auth.tenant_id, &session, cursor.page())
+        .list_turns(&path.tenant, &path.session.id, cursor.page())
         .await?;
     let next = next_cursor(&turns, more, |t| t.id.as_str());
     Ok(HttpResponse::Ok().json(TurnList {
