@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer};
 
 mod mcp;
 
+pub use crate::model::{CompactionStrategy, HistoryType};
 pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
 
 /// The configuration every key of which `config/default.toml` documents.
@@ -317,34 +318,8 @@ fn default_keep_last() -> usize {
     20
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CompactionStrategy {
-    #[default]
-    None,
-    Window,
-    DropToolResults,
-    Summarize,
-}
-
 fn default_history_types() -> Vec<HistoryType> {
     vec![HistoryType::Full, HistoryType::Compacted]
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HistoryType {
-    Full,
-    Compacted,
-}
-
-impl HistoryType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HistoryType::Full => "full",
-            HistoryType::Compacted => "compacted",
-        }
-    }
 }
 
 /// A configured secret: `Debug` prints `***`, so settings can be logged whole.

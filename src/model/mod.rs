@@ -2,6 +2,7 @@
 
 mod body;
 mod event;
+mod history;
 mod ids;
 mod message;
 mod run;
@@ -14,6 +15,7 @@ pub use body::{
     check_part_name,
 };
 pub use event::{Event, EventData};
+pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{CredentialId, FileId, InvalidId, RunId, SessionId, TenantId, TokenId, TurnId};
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use run::{Run, RunStatus};
