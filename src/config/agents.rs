@@ -1,0 +1,289 @@
+//! `[[agents]]`: an agent's identity, provider, prompt, tools, options and histories.
+
+use serde::Deserialize;
+
+use super::{
+    CompactionStrategy, ConfigError, HistoryType, McpServerSettings, OptionKind, OptionSettings,
+    ProviderKind, SchemaPartSettings, Secret, ToolSettings, is_identifier, split_tool_name,
+};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    pub name: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default = "default_agent_version")]
+    pub version: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub provider: ProviderKind,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub system_prompt: String,
+    #[serde(default)]
+    pub image_inputs: Vec<ImageInput>,
+    #[serde(default)]
+    pub options: Vec<OptionSettings>,
+    #[serde(default)]
+    pub tools: Vec<ToolSettings>,
+    #[serde(default)]
+    pub history: HistorySettings,
+    /// The message bodies the agent accepts; empty: any.
+    #[serde(default)]
+    pub input_schema: Vec<SchemaPartSettings>,
+    /// The message bodies the agent writes; a reply outside it fails the turn.
+    #[serde(default)]
+    pub output_schema: Vec<SchemaPartSettings>,
+    /// `openai` provider: the API's base URL (`…/v1`); `/chat/completions` is appended.
+    #[serde(default)]
+    pub base_url: String,
+    /// `openai` provider: the API key, sent as a bearer token (may be a template).
+    #[serde(default)]
+    pub api_key: Secret,
+    /// `openai` provider: the most tokens the model may write per step (`max_tokens`).
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    /// `openai` provider: seconds to wait for the response to start and between chunks.
+    #[serde(default = "default_provider_timeout")]
+    pub timeout_seconds: u64,
+    /// `openai` provider: retries after connection errors, 429 and 5xx before the first token.
+    #[serde(default = "default_provider_retries")]
+    pub max_retries: u32,
+    /// Most model calls in one turn; a model still calling tools then is stopped.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: usize,
+    /// `echo` provider: characters per delta.
+    #[serde(default = "default_chunk_size")]
+    pub chunk_size: usize,
+    /// `echo` provider: pause before each delta, in milliseconds.
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// `echo` provider: think aloud before answering.
+    #[serde(default)]
+    pub thinking: bool,
+}
+
+fn default_max_steps() -> usize {
+    16
+}
+
+fn default_provider_timeout() -> u64 {
+    120
+}
+
+fn default_provider_retries() -> u32 {
+    2
+}
+
+fn default_chunk_size() -> usize {
+    8
+}
+
+fn default_agent_version() -> String {
+    "0.1.0".to_owned()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageInput {
+    Http,
+    Data,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistorySettings {
+    #[serde(default = "default_history_types")]
+    pub types: Vec<HistoryType>,
+    /// How the compacted history shrinks when it exceeds `budget_tokens`.
+    #[serde(default)]
+    pub strategy: CompactionStrategy,
+    /// Estimated tokens the model may be fed; 0: no limit.
+    #[serde(default)]
+    pub budget_tokens: u64,
+    /// Messages kept as they are at the end of the history when compacting.
+    #[serde(default = "default_keep_last")]
+    pub keep_last: usize,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        Self {
+            types: default_history_types(),
+            strategy: CompactionStrategy::default(),
+            budget_tokens: 0,
+            keep_last: default_keep_last(),
+        }
+    }
+}
+
+fn default_keep_last() -> usize {
+    20
+}
+
+fn default_history_types() -> Vec<HistoryType> {
+    vec![HistoryType::Full, HistoryType::Compacted]
+}
+
+impl AgentSettings {
+    pub(super) fn validate(
+        &self,
+        at: &str,
+        mcp_servers: &[McpServerSettings],
+    ) -> Result<(), ConfigError> {
+        let mut option_names = std::collections::HashSet::new();
+        for (j, option) in self.options.iter().enumerate() {
+            let at = format!("{at}.options[{j}]");
+            if !is_identifier(&option.name) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    "must be 1-64 characters of A-Z a-z 0-9 . _ -",
+                ));
+            }
+            if !option_names.insert(option.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("option `{}` is declared twice", option.name),
+                ));
+            }
+            match option.kind {
+                OptionKind::Select => {
+                    if option.options.is_empty() {
+                        return Err(ConfigError::new(
+                            format!("{at}.options"),
+                            "a select option needs at least one value",
+                        ));
+                    }
+                    if !option.options.iter().any(|o| o == option.default.expose()) {
+                        return Err(ConfigError::new(
+                            format!("{at}.default"),
+                            "must be one of the option's values",
+                        ));
+                    }
+                }
+                OptionKind::Text | OptionKind::Secret => {
+                    if !option.options.is_empty() {
+                        return Err(ConfigError::new(
+                            format!("{at}.options"),
+                            "only select options list values",
+                        ));
+                    }
+                }
+            }
+        }
+        let mut tool_names = std::collections::HashSet::new();
+        for (j, tool) in self.tools.iter().enumerate() {
+            let at = format!("{at}.tools[{j}]");
+            if !tool_names.insert(tool.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("tool `{}` is declared twice", tool.name),
+                ));
+            }
+            if let Some((server, name)) = split_tool_name(&tool.name) {
+                tool.validate_mcp(&at, server, name, mcp_servers)?;
+                continue;
+            }
+            if !is_identifier(&tool.name) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    "must be 1-64 characters of A-Z a-z 0-9 . _ -",
+                ));
+            }
+            if crate::tools::Builtin::named(&tool.name).is_none() {
+                let known: Vec<&str> = crate::tools::Builtin::ALL
+                    .iter()
+                    .map(|b| b.name())
+                    .collect();
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!(
+                        "unknown server tool `{}`; the built-ins are {}, and MCP tools are \
+                         named `<server>.<tool>` or `<server>.*`",
+                        tool.name,
+                        known.join(", ")
+                    ),
+                ));
+            }
+            if let Some(parameters) = &tool.parameters
+                && (!parameters.is_object() || jsonschema::validator_for(parameters).is_err())
+            {
+                return Err(ConfigError::new(
+                    format!("{at}.parameters"),
+                    "must be a valid JSON Schema object",
+                ));
+            }
+        }
+        if matches!(
+            self.provider,
+            ProviderKind::Openai | ProviderKind::Anthropic
+        ) {
+            if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+                return Err(ConfigError::new(
+                    format!("{at}.base_url"),
+                    "this provider needs an http:// or https:// base URL",
+                ));
+            }
+            if self.model.is_empty() {
+                return Err(ConfigError::new(
+                    format!("{at}.model"),
+                    "this provider needs a model",
+                ));
+            }
+            if self.timeout_seconds == 0 {
+                return Err(ConfigError::new(
+                    format!("{at}.timeout_seconds"),
+                    "must be at least 1",
+                ));
+            }
+        }
+        for (key, value) in [
+            ("base_url", self.base_url.as_str()),
+            ("api_key", self.api_key.expose()),
+            ("model", self.model.as_str()),
+            ("system_prompt", self.system_prompt.as_str()),
+        ] {
+            for name in crate::agents::template::option_references(value) {
+                if !self.options.iter().any(|o| o.name == name) {
+                    return Err(ConfigError::new(
+                        format!("{at}.{key}"),
+                        format!(
+                            "refers to `{{{{options.{name}}}}}`, which is not an option of this agent"
+                        ),
+                    ));
+                }
+            }
+        }
+        if self.max_steps == 0 {
+            return Err(ConfigError::new(
+                format!("{at}.max_steps"),
+                "must be at least 1",
+            ));
+        }
+        if self.chunk_size == 0 {
+            return Err(ConfigError::new(
+                format!("{at}.chunk_size"),
+                "must be at least 1",
+            ));
+        }
+        if self.history.types.is_empty() {
+            return Err(ConfigError::new(
+                format!("{at}.history.types"),
+                "must list at least one of \"full\", \"compacted\"",
+            ));
+        }
+        for (key, schema) in [
+            ("input_schema", &self.input_schema),
+            ("output_schema", &self.output_schema),
+        ] {
+            for (j, part) in schema.iter().enumerate() {
+                part.compile().map_err(|(field, message)| {
+                    ConfigError::new(format!("{at}.{key}[{j}].{field}"), message)
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
