@@ -4,11 +4,12 @@ use serde::Deserialize;
 
 use super::{
     CompactionStrategy, ConfigError, HistoryType, McpServerSettings, OptionKind, OptionSettings,
-    ProviderKind, SchemaPartSettings, Secret, ToolSettings, is_identifier, split_tool_name,
+    ProviderSettings, SchemaPartSettings, ToolSettings, is_identifier, split_tool_name,
 };
 
+/// Unknown keys are denied by the provider's settings, which receive every key not named
+/// here (serde denies none beside a flattened field).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AgentSettings {
     pub name: String,
     #[serde(default)]
@@ -17,7 +18,9 @@ pub struct AgentSettings {
     pub version: String,
     #[serde(default)]
     pub description: Option<String>,
-    pub provider: ProviderKind,
+    /// `provider = "echo" | "openai" | "anthropic"`, and that provider's keys.
+    #[serde(flatten)]
+    pub provider: ProviderSettings,
     #[serde(default)]
     pub model: String,
     #[serde(default)]
@@ -36,49 +39,13 @@ pub struct AgentSettings {
     /// The message bodies the agent writes; a reply outside it fails the turn.
     #[serde(default)]
     pub output_schema: Vec<SchemaPartSettings>,
-    /// `openai` provider: the API's base URL (`…/v1`); `/chat/completions` is appended.
-    #[serde(default)]
-    pub base_url: String,
-    /// `openai` provider: the API key, sent as a bearer token (may be a template).
-    #[serde(default)]
-    pub api_key: Secret,
-    /// `openai` provider: the most tokens the model may write per step (`max_tokens`).
-    #[serde(default)]
-    pub max_output_tokens: Option<u32>,
-    /// `openai` provider: seconds to wait for the response to start and between chunks.
-    #[serde(default = "default_provider_timeout")]
-    pub timeout_seconds: u64,
-    /// `openai` provider: retries after connection errors, 429 and 5xx before the first token.
-    #[serde(default = "default_provider_retries")]
-    pub max_retries: u32,
     /// Most model calls in one turn; a model still calling tools then is stopped.
     #[serde(default = "default_max_steps")]
     pub max_steps: usize,
-    /// `echo` provider: characters per delta.
-    #[serde(default = "default_chunk_size")]
-    pub chunk_size: usize,
-    /// `echo` provider: pause before each delta, in milliseconds.
-    #[serde(default)]
-    pub delay_ms: u64,
-    /// `echo` provider: think aloud before answering.
-    #[serde(default)]
-    pub thinking: bool,
 }
 
 fn default_max_steps() -> usize {
     16
-}
-
-fn default_provider_timeout() -> u64 {
-    120
-}
-
-fn default_provider_retries() -> u32 {
-    2
-}
-
-fn default_chunk_size() -> usize {
-    8
 }
 
 fn default_agent_version() -> String {
@@ -216,11 +183,8 @@ impl AgentSettings {
                 ));
             }
         }
-        if matches!(
-            self.provider,
-            ProviderKind::Openai | ProviderKind::Anthropic
-        ) {
-            if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+        if let Some(api) = self.provider.http() {
+            if !(api.base_url.starts_with("http://") || api.base_url.starts_with("https://")) {
                 return Err(ConfigError::new(
                     format!("{at}.base_url"),
                     "this provider needs an http:// or https:// base URL",
@@ -232,16 +196,19 @@ impl AgentSettings {
                     "this provider needs a model",
                 ));
             }
-            if self.timeout_seconds == 0 {
+            if api.timeout_seconds == 0 {
                 return Err(ConfigError::new(
                     format!("{at}.timeout_seconds"),
                     "must be at least 1",
                 ));
             }
         }
+        let (base_url, api_key) = self.provider.http().map_or(("", ""), |api| {
+            (api.base_url.as_str(), api.api_key.expose())
+        });
         for (key, value) in [
-            ("base_url", self.base_url.as_str()),
-            ("api_key", self.api_key.expose()),
+            ("base_url", base_url),
+            ("api_key", api_key),
             ("model", self.model.as_str()),
             ("system_prompt", self.system_prompt.as_str()),
         ] {
@@ -262,7 +229,9 @@ impl AgentSettings {
                 "must be at least 1",
             ));
         }
-        if self.chunk_size == 0 {
+        if let ProviderSettings::Echo(echo) = &self.provider
+            && echo.chunk_size == 0
+        {
             return Err(ConfigError::new(
                 format!("{at}.chunk_size"),
                 "must be at least 1",

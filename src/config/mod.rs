@@ -27,7 +27,7 @@ pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings};
 pub use engine::EngineSettings;
 pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
 pub use options::{OptionKind, OptionSettings};
-pub use providers::ProviderKind;
+pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSettings};
 pub use schema::SchemaPartSettings;
 pub use secret::Secret;
 pub use server::{AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings};
@@ -72,8 +72,28 @@ impl ConfigError {
 
 impl From<figment::Error> for ConfigError {
     fn from(error: figment::Error) -> Self {
-        let key = error.path.join(".");
-        let message = error.kind.to_string();
+        let mut key = error.path.join(".");
+        let mut message = error.kind.to_string();
+        // An agent's provider and its keys are read past the agent's table: figment's path
+        // stops at the agent.
+        match &error.kind {
+            figment::error::Kind::UnknownField(field, expected)
+                if error.path.last() != Some(field) =>
+            {
+                key = format!("{key}.{field}");
+                message = format!(
+                    "unknown key `{field}`: neither an agent's key nor one of its provider's \
+                     (`{}`)",
+                    expected.join("`, `")
+                );
+            }
+            figment::error::Kind::UnknownVariant(..)
+                if error.path.len() == 2 && error.path[0] == "agents" =>
+            {
+                key = format!("{key}.provider");
+            }
+            _ => {}
+        }
         let source = error
             .metadata
             .as_ref()
@@ -143,8 +163,10 @@ impl Settings {
                     )
                 })
             };
-            agent.base_url = resolve("base_url", &agent.base_url)?;
-            agent.api_key = Secret::new(resolve("api_key", agent.api_key.expose())?);
+            if let Some(api) = agent.provider.http_mut() {
+                api.base_url = resolve("base_url", &api.base_url)?;
+                api.api_key = Secret::new(resolve("api_key", api.api_key.expose())?);
+            }
             agent.model = resolve("model", &agent.model)?;
             agent.system_prompt = resolve("system_prompt", &agent.system_prompt)?;
         }

@@ -131,3 +131,51 @@ fn secrets_never_print() {
     let settings = Settings::from_toml("[auth]\nadmin_secret = \"hunter2-hunter2\"").unwrap();
     assert!(!format!("{settings:?}").contains("hunter2"));
 }
+
+#[test]
+fn misspelt_agent_keys_are_named() {
+    let agent = |provider: &str, extra: &str| {
+        Settings::from_toml(&format!(
+            "[[agents]]\nname = \"a\"\nprovider = \"{provider}\"\nmodel = \"m\"\n\
+             base_url = \"http://x/v1\"\n{extra}"
+        ))
+    };
+    let err = agent("openai", "base_ur = \"http://x/v1\"").unwrap_err();
+    assert_eq!(err.key, "agents.0.base_ur");
+    assert!(err.message.contains("`base_ur`"), "{}", err.message);
+    let err = agent("anthropic", "sytem_prompt = \"x\"").unwrap_err();
+    assert_eq!(err.key, "agents.0.sytem_prompt");
+    let err = agent("openia", "").unwrap_err();
+    assert_eq!(err.key, "agents.0.provider");
+    assert!(err.message.contains("openia"), "{}", err.message);
+    assert!(agent("openai", "max_retries = 0\ntimeout_seconds = 5").is_ok());
+}
+
+#[test]
+fn an_agent_takes_only_its_own_providers_keys() {
+    let echo = "[[agents]]\nname = \"a\"\nprovider = \"echo\"\n";
+    let err = Settings::from_toml(&format!("{echo}base_url = \"http://x/v1\"")).unwrap_err();
+    assert_eq!(err.key, "agents.0.base_url");
+    let err = Settings::from_toml(&format!("{echo}chunk_size = 0")).unwrap_err();
+    assert_eq!(err.key, "agents[0].chunk_size");
+    let settings = Settings::from_toml(&format!("{echo}chunk_size = 3\nthinking = true")).unwrap();
+    let ProviderSettings::Echo(echo) = &settings.agents[0].provider else {
+        panic!("an echo agent");
+    };
+    assert_eq!(
+        (echo.chunk_size, echo.delay_ms, echo.thinking),
+        (3, 0, true)
+    );
+
+    let openai = "[[agents]]\nname = \"a\"\nprovider = \"openai\"\nmodel = \"m\"\n";
+    let err =
+        Settings::from_toml(&format!("{openai}base_url = \"x\"\nchunk_size = 1")).unwrap_err();
+    assert_eq!(err.key, "agents.0.chunk_size");
+    let settings = Settings::from_toml(&format!("{openai}base_url = \"http://x/v1\"")).unwrap();
+    let api = settings.agents[0]
+        .provider
+        .http()
+        .expect("an HTTP provider");
+    assert_eq!((api.timeout_seconds, api.max_retries), (120, 2));
+    assert_eq!(settings.agents[0].provider.kind(), ProviderKind::Openai);
+}

@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
 use super::{ModelEvent, ModelRequest, Provider, ProviderError};
-use crate::config::AgentSettings;
+use crate::config::EchoSettings;
 use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
 
 pub struct EchoProvider {
@@ -17,7 +17,7 @@ pub struct EchoProvider {
 }
 
 impl EchoProvider {
-    pub fn new(settings: &AgentSettings) -> Self {
+    pub fn new(settings: &EchoSettings) -> Self {
         Self {
             chunk_size: settings.chunk_size.max(1),
             delay: Duration::from_millis(settings.delay_ms),
