@@ -4,8 +4,10 @@ use serde::Deserialize;
 
 use super::{
     CompactionStrategy, ConfigError, HistoryType, McpServerSettings, OptionKind, OptionSettings,
-    ProviderSettings, SchemaPartSettings, ToolSettings, is_identifier, split_tool_name,
+    ProviderSettings, SchemaPartSettings, ToolSettings, is_identifier, option_references,
+    split_tool_name,
 };
+use crate::model::Builtin;
 
 /// Unknown keys are denied by the provider's settings, which receive every key not named
 /// here (serde denies none beside a flattened field).
@@ -159,11 +161,8 @@ impl AgentSettings {
                     "must be 1-64 characters of A-Z a-z 0-9 . _ -",
                 ));
             }
-            if crate::tools::Builtin::named(&tool.name).is_none() {
-                let known: Vec<&str> = crate::tools::Builtin::ALL
-                    .iter()
-                    .map(|b| b.name())
-                    .collect();
+            if Builtin::named(&tool.name).is_none() {
+                let known: Vec<&str> = Builtin::ALL.iter().map(|b| b.name()).collect();
                 return Err(ConfigError::new(
                     format!("{at}.name"),
                     format!(
@@ -212,7 +211,7 @@ impl AgentSettings {
             ("model", self.model.as_str()),
             ("system_prompt", self.system_prompt.as_str()),
         ] {
-            for name in crate::agents::template::option_references(value) {
+            for name in option_references(value) {
                 if !self.options.iter().any(|o| o.name == name) {
                     return Err(ConfigError::new(
                         format!("{at}.{key}"),

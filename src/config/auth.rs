@@ -1,5 +1,7 @@
 //! `[auth]` and `[secrets]`: who may call, for how long, and the key that seals stored secrets.
 
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde::Deserialize;
 
 use super::{ConfigError, Secret};
@@ -63,4 +65,16 @@ impl AuthSettings {
         }
         Ok(())
     }
+}
+
+/// Parses a `secrets.key` value: 32 bytes, base64 (standard or URL-safe).
+pub fn parse_key(value: &str) -> Result<[u8; 32], String> {
+    let value = value.trim();
+    let bytes = STANDARD
+        .decode(value)
+        .or_else(|_| URL_SAFE_NO_PAD.decode(value.trim_end_matches('=')))
+        .map_err(|_| "must be base64 (generate one with `openssl rand -base64 32`)".to_owned())?;
+    bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| format!("must decode to 32 bytes, not {}", b.len()))
 }

@@ -17,13 +17,14 @@ mod providers;
 mod schema;
 mod secret;
 mod server;
+mod template;
 #[cfg(test)]
 mod tests;
 mod tools;
 
 pub use crate::model::{CompactionStrategy, HistoryType};
 pub use agents::{AgentSettings, HistorySettings, ImageInput};
-pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings};
+pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings, parse_key};
 pub use engine::EngineSettings;
 pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
 pub use options::{OptionKind, OptionSettings};
@@ -31,6 +32,7 @@ pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSe
 pub use schema::SchemaPartSettings;
 pub use secret::Secret;
 pub use server::{AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings};
+pub use template::{option_placeholders, option_references, resolve_env};
 pub use tools::{ToolSettings, ToolsSettings};
 
 /// The configuration every key of which `config/default.toml` documents.
@@ -156,7 +158,7 @@ impl Settings {
         }
         for (i, agent) in self.agents.iter_mut().enumerate() {
             let resolve = |key: &str, value: &str| {
-                crate::agents::template::resolve_env(value, &lookup).map_err(|name| {
+                resolve_env(value, &lookup).map_err(|name| {
                     ConfigError::new(
                         format!("agents[{i}].{key}"),
                         format!("environment variable `{name}` is not set"),
@@ -203,7 +205,7 @@ impl Settings {
         self.auth.validate()?;
         self.engine.validate()?;
         if !self.secrets.key.is_empty() {
-            crate::crypto::parse_key(self.secrets.key.expose())
+            parse_key(self.secrets.key.expose())
                 .map_err(|message| ConfigError::new("secrets.key", message))?;
         }
         tracing_subscriber::EnvFilter::try_new(&self.log.level)

@@ -1,6 +1,7 @@
 //! The engine's vocabulary, shared by every protocol face and the store.
 
 mod body;
+mod builtin;
 mod event;
 mod history;
 mod ids;
@@ -14,6 +15,7 @@ pub use body::{
     BodySchema, ContentEncoding, Part, PartGlob, SchemaPart, SchemaViolation, check_names,
     check_part_name,
 };
+pub use builtin::Builtin;
 pub use event::{Event, EventData};
 pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{CredentialId, FileId, InvalidId, RunId, SessionId, TenantId, TokenId, TurnId};
