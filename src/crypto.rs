@@ -8,6 +8,8 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use sha2::{Digest, Sha256};
 
+use crate::model::sha256_hex;
+
 pub use crate::config::parse_key;
 
 const ENVELOPE_VERSION: &str = "v1";
@@ -28,8 +30,7 @@ pub fn random_token(bytes: usize) -> String {
 
 /// A short, stable, non-reversible identifier of a key.
 pub fn fingerprint(key: &[u8]) -> String {
-    let digest = Sha256::digest(key);
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    sha256_hex(key)[..16].to_owned()
 }
 
 /// Encodes a key the way `secrets.key` expects it.

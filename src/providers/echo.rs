@@ -8,7 +8,7 @@ use futures_util::stream::BoxStream;
 
 use super::{ModelEvent, ModelRequest, Provider, ProviderError};
 use crate::config::EchoSettings;
-use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
+use crate::model::{Content, ContentBlock, HistoryMessage, StopReason, media_type};
 
 pub struct EchoProvider {
     chunk_size: usize,
@@ -55,7 +55,7 @@ pub fn echo_reply(messages: &[HistoryMessage], style: Option<&str>) -> String {
 fn describe_image(url: &str) -> String {
     match url.strip_prefix("data:") {
         Some(rest) => {
-            let media = rest.split(';').next().unwrap_or("image");
+            let media = media_type(rest);
             let payload = rest.split_once(',').map_or(0, |(_, data)| data.len());
             format!("[image: {media}, {} bytes]", payload * 3 / 4)
         }
