@@ -8,6 +8,10 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use sha2::{Digest, Sha256};
 
+use crate::model::sha256_hex;
+
+pub use crate::config::parse_key;
+
 const ENVELOPE_VERSION: &str = "v1";
 
 /// `n` bytes from the operating system's CSPRNG.
@@ -26,20 +30,7 @@ pub fn random_token(bytes: usize) -> String {
 
 /// A short, stable, non-reversible identifier of a key.
 pub fn fingerprint(key: &[u8]) -> String {
-    let digest = Sha256::digest(key);
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Parses a `secrets.key` value: 32 bytes, base64 (standard or URL-safe).
-pub fn parse_key(value: &str) -> Result<[u8; 32], String> {
-    let value = value.trim();
-    let bytes = STANDARD
-        .decode(value)
-        .or_else(|_| URL_SAFE_NO_PAD.decode(value.trim_end_matches('=')))
-        .map_err(|_| "must be base64 (generate one with `openssl rand -base64 32`)".to_owned())?;
-    bytes
-        .try_into()
-        .map_err(|b: Vec<u8>| format!("must decode to 32 bytes, not {}", b.len()))
+    sha256_hex(key)[..16].to_owned()
 }
 
 /// Encodes a key the way `secrets.key` expects it.

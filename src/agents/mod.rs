@@ -132,7 +132,7 @@ impl Agent {
     /// Whether the agent's provider can call tools the client declares.
     pub fn accepts_client_tools(&self) -> bool {
         matches!(
-            self.settings.provider,
+            self.settings.provider.kind(),
             ProviderKind::Openai | ProviderKind::Anthropic
         )
     }

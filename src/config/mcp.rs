@@ -101,7 +101,7 @@ impl McpServerSettings {
         lookup: &impl Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
         let resolve = |key: &str, value: &str| {
-            crate::agents::template::resolve_env(value, lookup).map_err(|name| {
+            super::resolve_env(value, lookup).map_err(|name| {
                 ConfigError::new(
                     format!("{at}.{key}"),
                     format!("environment variable `{name}` is not set"),

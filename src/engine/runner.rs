@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{FutureExt, Stream, StreamExt};
-use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -55,8 +54,7 @@ pub struct TurnRequest {
 
 impl TurnRequest {
     pub fn fingerprint_of(body: &serde_json::Value) -> String {
-        let digest = Sha256::digest(body.to_string().as_bytes());
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        crate::model::sha256_hex(body.to_string().as_bytes())
     }
 }
 

@@ -151,7 +151,7 @@ impl SchemaPart {
 }
 
 /// The media type without parameters: `text/plain; charset=utf-8` → `text/plain`.
-fn media_type(content_type: &str) -> &str {
+pub fn media_type(content_type: &str) -> &str {
     content_type.split(';').next().unwrap_or_default().trim()
 }
 

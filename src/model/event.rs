@@ -50,7 +50,7 @@ pub enum EventData {
     /// The compacted history was rewritten: it now stands in for the full history up to
     /// position `through`.
     Compaction {
-        strategy: crate::config::CompactionStrategy,
+        strategy: super::CompactionStrategy,
         tokens_before: u64,
         tokens_after: u64,
         through: i64,

@@ -1,7 +1,9 @@
 //! The engine's vocabulary, shared by every protocol face and the store.
 
 mod body;
+mod builtin;
 mod event;
+mod history;
 mod ids;
 mod message;
 mod run;
@@ -11,9 +13,11 @@ mod turn;
 
 pub use body::{
     BodySchema, ContentEncoding, Part, PartGlob, SchemaPart, SchemaViolation, check_names,
-    check_part_name,
+    check_part_name, media_type,
 };
+pub use builtin::Builtin;
 pub use event::{Event, EventData};
+pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{CredentialId, FileId, InvalidId, RunId, SessionId, TenantId, TokenId, TurnId};
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use run::{Run, RunStatus};
@@ -42,9 +46,33 @@ impl FieldError {
     }
 }
 
+/// The SHA-256 digest of `data` in lowercase hex.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The current time at the precision both databases store (microseconds), so a value
 /// returned on creation equals the value read back.
 pub fn now() -> chrono::DateTime<chrono::Utc> {
     use chrono::SubsecRound;
     chrono::Utc::now().trunc_subsecs(6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_and_media_types_read_as_written_elsewhere() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(media_type("text/plain; charset=utf-8"), "text/plain");
+        assert_eq!(media_type("image/png;base64,AAAA"), "image/png");
+    }
 }

@@ -11,7 +11,7 @@ use super::http::{next_data, send_with_retries, summarize};
 use super::tool_names::ToolNames;
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
-use crate::config::AgentSettings;
+use crate::config::HttpProviderSettings;
 use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
 
 const API_VERSION: &str = "2023-06-01";
@@ -20,13 +20,15 @@ const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 pub struct AnthropicProvider {
     http: reqwest::Client,
-    settings: AgentSettings,
+    model: String,
+    settings: HttpProviderSettings,
 }
 
 impl AnthropicProvider {
-    pub fn new(http: reqwest::Client, settings: &AgentSettings) -> Self {
+    pub fn new(http: reqwest::Client, model: &str, settings: &HttpProviderSettings) -> Self {
         Self {
             http,
+            model: model.to_owned(),
             settings: settings.clone(),
         }
     }
@@ -134,7 +136,7 @@ impl Provider for AnthropicProvider {
         let names = ToolNames::for_request(&request.tools, &request.messages);
         let (system, messages) = to_request(&request.system_prompt, &request.messages, &names);
         let mut body = json!({
-            "model": render_options(&self.settings.model, &request.options),
+            "model": render_options(&self.model, &request.options),
             "max_tokens": self.settings.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             "messages": messages,
             "stream": true,

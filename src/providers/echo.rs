@@ -7,8 +7,8 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
 use super::{ModelEvent, ModelRequest, Provider, ProviderError};
-use crate::config::AgentSettings;
-use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
+use crate::config::EchoSettings;
+use crate::model::{Content, ContentBlock, HistoryMessage, StopReason, media_type};
 
 pub struct EchoProvider {
     chunk_size: usize,
@@ -17,7 +17,7 @@ pub struct EchoProvider {
 }
 
 impl EchoProvider {
-    pub fn new(settings: &AgentSettings) -> Self {
+    pub fn new(settings: &EchoSettings) -> Self {
         Self {
             chunk_size: settings.chunk_size.max(1),
             delay: Duration::from_millis(settings.delay_ms),
@@ -55,7 +55,7 @@ pub fn echo_reply(messages: &[HistoryMessage], style: Option<&str>) -> String {
 fn describe_image(url: &str) -> String {
     match url.strip_prefix("data:") {
         Some(rest) => {
-            let media = rest.split(';').next().unwrap_or("image");
+            let media = media_type(rest);
             let payload = rest.split_once(',').map_or(0, |(_, data)| data.len());
             format!("[image: {media}, {} bytes]", payload * 3 / 4)
         }

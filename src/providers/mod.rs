@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use futures_util::stream::BoxStream;
 
-use crate::config::{AgentSettings, ProviderKind};
+use crate::config::{AgentSettings, ProviderSettings};
 use crate::model::{HistoryMessage, StopReason, ToolSpec};
 
 pub use anthropic::AnthropicProvider;
@@ -62,10 +62,13 @@ pub trait Provider: Send + Sync {
 
 /// The provider an agent's configuration names.
 pub fn for_agent(settings: &AgentSettings, http: &reqwest::Client) -> Box<dyn Provider> {
-    match settings.provider {
-        ProviderKind::Echo => Box::new(EchoProvider::new(settings)),
-        ProviderKind::Openai => Box::new(OpenAiProvider::new(http.clone(), settings)),
-        ProviderKind::Anthropic => Box::new(AnthropicProvider::new(http.clone(), settings)),
+    let model = &settings.model;
+    match &settings.provider {
+        ProviderSettings::Echo(echo) => Box::new(EchoProvider::new(echo)),
+        ProviderSettings::Openai(api) => Box::new(OpenAiProvider::new(http.clone(), model, api)),
+        ProviderSettings::Anthropic(api) => {
+            Box::new(AnthropicProvider::new(http.clone(), model, api))
+        }
     }
 }
 

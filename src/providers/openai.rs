@@ -12,18 +12,20 @@ use super::http::{next_data, send_with_retries, summarize};
 use super::tool_names::ToolNames;
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
-use crate::config::AgentSettings;
+use crate::config::HttpProviderSettings;
 use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
 
 pub struct OpenAiProvider {
     http: reqwest::Client,
-    settings: AgentSettings,
+    model: String,
+    settings: HttpProviderSettings,
 }
 
 impl OpenAiProvider {
-    pub fn new(http: reqwest::Client, settings: &AgentSettings) -> Self {
+    pub fn new(http: reqwest::Client, model: &str, settings: &HttpProviderSettings) -> Self {
         Self {
             http,
+            model: model.to_owned(),
             settings: settings.clone(),
         }
     }
@@ -182,7 +184,7 @@ impl Provider for OpenAiProvider {
         let key = render_options(self.settings.api_key.expose(), &request.options);
         let names = ToolNames::for_request(&request.tools, &request.messages);
         let mut body = json!({
-            "model": render_options(&self.settings.model, &request.options),
+            "model": render_options(&self.model, &request.options),
             "messages": to_messages(&request.system_prompt, &request.messages, &names),
             "stream": true,
             "stream_options": {"include_usage": true},

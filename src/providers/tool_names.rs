@@ -6,9 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use sha2::{Digest, Sha256};
-
-use crate::model::{ContentBlock, HistoryMessage, ToolSpec};
+use crate::model::{ContentBlock, HistoryMessage, ToolSpec, sha256_hex};
 
 const MAX_LEN: usize = 64;
 
@@ -43,8 +41,7 @@ impl ToolNames {
             let wire = if !taken.contains(&plain) {
                 plain
             } else {
-                let digest = Sha256::digest(name.as_bytes());
-                let suffix: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+                let suffix = &sha256_hex(name.as_bytes())[..8];
                 let mut candidate = format!("{}_{suffix}", sanitize(name, MAX_LEN - 9));
                 let mut n = 0;
                 while taken.contains(&candidate) {

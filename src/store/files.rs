@@ -25,11 +25,7 @@ impl Store {
         content_type: &str,
         data: &[u8],
     ) -> Result<FileId, StoreError> {
-        use sha2::{Digest, Sha256};
-        let digest: String = Sha256::digest(data)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let digest = crate::model::sha256_hex(data);
         let id = FileId::generate();
         let stored: FileId = with_writer!(self, |pool| {
             sqlx::query_scalar(

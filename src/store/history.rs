@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{Store, StoreError, with_db};
-use crate::config::HistoryType;
+use crate::model::HistoryType;
 use crate::model::{HistoryMessage, SessionId, TenantId};
 
 impl Store {

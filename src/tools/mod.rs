@@ -10,38 +10,10 @@ use serde_json::{Map, Value, json};
 use crate::model::{TenantId, ToolSpec};
 use crate::store::Store;
 
+pub use crate::model::Builtin;
 pub use calculator::evaluate;
 
-/// The built-in server tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Builtin {
-    Clock,
-    Calculator,
-    Memory,
-    HttpFetch,
-}
-
 impl Builtin {
-    pub const ALL: [Builtin; 4] = [
-        Builtin::Clock,
-        Builtin::Calculator,
-        Builtin::Memory,
-        Builtin::HttpFetch,
-    ];
-
-    pub fn named(name: &str) -> Option<Builtin> {
-        Builtin::ALL.into_iter().find(|b| b.name() == name)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Builtin::Clock => "clock",
-            Builtin::Calculator => "calculator",
-            Builtin::Memory => "memory",
-            Builtin::HttpFetch => "http_fetch",
-        }
-    }
-
     pub fn description(self) -> &'static str {
         match self {
             Builtin::Clock => "The current date and time, in UTC or in an IANA time zone.",

@@ -182,12 +182,7 @@ pub fn parse_part(value: &Value, at: &str) -> Result<Part, AcpError> {
 /// Unnamed plain text is a text block and an unnamed https or base64 image an image
 /// block (what models read); everything else stays a part.
 fn block_of(part: Part) -> ContentBlock {
-    let media = part
-        .content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim();
+    let media = crate::model::media_type(&part.content_type);
     if part.name.is_none() && part.metadata.is_none() {
         if media == "text/plain"
             && part.content_encoding.is_plain()

@@ -361,7 +361,7 @@ fn content_body(block: &ContentBlock) -> Option<ContentBody> {
 }
 
 fn part_body(part: &Part) -> ContentBody {
-    let media = part.content_type.split(';').next().unwrap_or_default();
+    let media = crate::model::media_type(&part.content_type);
     let inline = part.content.clone();
     let url = part.content_url.clone();
     if media == "application/json" && part.name.is_none() {

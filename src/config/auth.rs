@@ -1,0 +1,80 @@
+//! `[auth]` and `[secrets]`: who may call, for how long, and the key that seals stored secrets.
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use serde::Deserialize;
+
+use super::{ConfigError, Secret};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    pub admin_secret: Secret,
+    pub jwt_secret: Secret,
+    pub jwt_previous_secrets: Vec<Secret>,
+    pub token_ttl_seconds: u64,
+    pub api_key_ttl_seconds: u64,
+    pub issuer: String,
+    pub audience: String,
+    pub public_meta: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsSettings {
+    pub key: Secret,
+}
+
+/// Ten years: no token outlives this.
+pub const MAX_TOKEN_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+impl AuthSettings {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !self.jwt_secret.is_empty() && self.jwt_secret.expose().len() < 32 {
+            return Err(ConfigError::new(
+                "auth.jwt_secret",
+                "must be at least 32 bytes long",
+            ));
+        }
+        if let Some(i) = self
+            .jwt_previous_secrets
+            .iter()
+            .position(|s| s.expose().len() < 32)
+        {
+            return Err(ConfigError::new(
+                format!("auth.jwt_previous_secrets[{i}]"),
+                "must be at least 32 bytes long",
+            ));
+        }
+        for (key, value) in [
+            ("auth.token_ttl_seconds", self.token_ttl_seconds),
+            ("auth.api_key_ttl_seconds", self.api_key_ttl_seconds),
+        ] {
+            if value == 0 || value > MAX_TOKEN_TTL_SECONDS {
+                return Err(ConfigError::new(
+                    key,
+                    format!("must be between 1 and {MAX_TOKEN_TTL_SECONDS}"),
+                ));
+            }
+        }
+        if self.issuer.is_empty() {
+            return Err(ConfigError::new("auth.issuer", "must not be empty"));
+        }
+        if self.audience.is_empty() {
+            return Err(ConfigError::new("auth.audience", "must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+/// Parses a `secrets.key` value: 32 bytes, base64 (standard or URL-safe).
+pub fn parse_key(value: &str) -> Result<[u8; 32], String> {
+    let value = value.trim();
+    let bytes = STANDARD
+        .decode(value)
+        .or_else(|_| URL_SAFE_NO_PAD.decode(value.trim_end_matches('=')))
+        .map_err(|_| "must be base64 (generate one with `openssl rand -base64 32`)".to_owned())?;
+    bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| format!("must decode to 32 bytes, not {}", b.len()))
+}

@@ -1,0 +1,46 @@
+//! `[engine]`: how many turns run at once, and how their events reach subscribers.
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSettings {
+    pub max_concurrent_turns: usize,
+    pub max_concurrent_turns_per_tenant: usize,
+    pub max_queued_turns: usize,
+    /// One tenant's share of the queue: over it, that tenant is refused while others queue.
+    pub max_queued_turns_per_tenant: usize,
+    pub shutdown_grace_seconds: u64,
+    pub sse_keep_alive_seconds: u64,
+    pub max_batch_events: usize,
+    pub subscriber_buffer: usize,
+    /// Inline part contents larger than this are stored once and passed as a URL.
+    pub inline_part_max_bytes: usize,
+}
+
+impl EngineSettings {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        for (key, value) in [
+            ("engine.max_concurrent_turns", self.max_concurrent_turns),
+            (
+                "engine.max_concurrent_turns_per_tenant",
+                self.max_concurrent_turns_per_tenant,
+            ),
+            ("engine.max_batch_events", self.max_batch_events),
+            ("engine.subscriber_buffer", self.subscriber_buffer),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(key, "must be at least 1"));
+            }
+        }
+        if self.sse_keep_alive_seconds == 0 {
+            return Err(ConfigError::new(
+                "engine.sse_keep_alive_seconds",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,270 @@
+//! Layered configuration: the embedded `config/default.toml`, an optional file, then
+//! `AGENTRY__SECTION__KEY` environment variables; validated once after loading.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use serde::Deserialize;
+
+mod agents;
+mod auth;
+mod engine;
+mod mcp;
+mod options;
+mod providers;
+mod schema;
+mod secret;
+mod server;
+mod template;
+#[cfg(test)]
+mod tests;
+mod tools;
+
+pub use crate::model::{CompactionStrategy, HistoryType};
+pub use agents::{AgentSettings, HistorySettings, ImageInput};
+pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings, parse_key};
+pub use engine::EngineSettings;
+pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
+pub use options::{OptionKind, OptionSettings};
+pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSettings};
+pub use schema::SchemaPartSettings;
+pub use secret::Secret;
+pub use server::{AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings};
+pub use template::{option_placeholders, option_references, resolve_env};
+pub use tools::{ToolSettings, ToolsSettings};
+
+/// The configuration every key of which `config/default.toml` documents.
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub database: DatabaseSettings,
+    pub auth: AuthSettings,
+    pub secrets: SecretsSettings,
+    pub engine: EngineSettings,
+    pub tools: ToolsSettings,
+    pub log: LogSettings,
+    pub agentscope: AgentScopeSettings,
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerSettings>,
+    #[serde(default)]
+    pub agents: Vec<AgentSettings>,
+}
+
+/// A configuration that could not be loaded or is invalid; `key` names the culprit.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration at `{key}`: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<figment::Error> for ConfigError {
+    fn from(error: figment::Error) -> Self {
+        let mut key = error.path.join(".");
+        let mut message = error.kind.to_string();
+        // An agent's provider and its keys are read past the agent's table: figment's path
+        // stops at the agent.
+        match &error.kind {
+            figment::error::Kind::UnknownField(field, expected)
+                if error.path.last() != Some(field) =>
+            {
+                key = format!("{key}.{field}");
+                message = format!(
+                    "unknown key `{field}`: neither an agent's key nor one of its provider's \
+                     (`{}`)",
+                    expected.join("`, `")
+                );
+            }
+            figment::error::Kind::UnknownVariant(..)
+                if error.path.len() == 2 && error.path[0] == "agents" =>
+            {
+                key = format!("{key}.provider");
+            }
+            _ => {}
+        }
+        let source = error
+            .metadata
+            .as_ref()
+            .map(|m| format!(" (from {})", m.name))
+            .unwrap_or_default();
+        ConfigError::new(
+            if key.is_empty() { "<root>".into() } else { key },
+            format!("{message}{source}"),
+        )
+    }
+}
+
+impl Settings {
+    /// Loads the embedded defaults, then `file` (which must exist if given), then the
+    /// environment, and validates the result.
+    pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+        if let Some(file) = file {
+            if !file.is_file() {
+                return Err(ConfigError::new(
+                    "--config",
+                    format!("{} is not a readable file", file.display()),
+                ));
+            }
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        figment = figment.merge(Env::prefixed("AGENTRY__").split("__"));
+        let mut settings: Settings = figment.extract()?;
+        settings.resolve_environment(|name| std::env::var(name).ok())?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Loads the embedded defaults with a TOML string layered on top, ignoring the
+    /// environment. For tests and tools that build a configuration in code.
+    pub fn from_toml(overrides: &str) -> Result<Settings, ConfigError> {
+        Self::from_toml_layers(&[overrides])
+    }
+
+    /// Like [`Settings::from_toml`], with several layers applied in order.
+    pub fn from_toml_layers(layers: &[&str]) -> Result<Settings, ConfigError> {
+        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+        for layer in layers {
+            figment = figment.merge(Toml::string(layer));
+        }
+        let mut settings: Settings = figment.extract()?;
+        settings.resolve_environment(|name| std::env::var(name).ok())?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Replaces `${NAME}` in agents' provider settings and MCP servers' settings with
+    /// environment variables, so operator secrets stay out of configuration files.
+    pub fn resolve_environment(
+        &mut self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        for (i, server) in self.mcp_servers.iter_mut().enumerate() {
+            server.resolve_environment(&format!("mcp_servers[{i}]"), &lookup)?;
+        }
+        for (i, agent) in self.agents.iter_mut().enumerate() {
+            let resolve = |key: &str, value: &str| {
+                resolve_env(value, &lookup).map_err(|name| {
+                    ConfigError::new(
+                        format!("agents[{i}].{key}"),
+                        format!("environment variable `{name}` is not set"),
+                    )
+                })
+            };
+            if let Some(api) = agent.provider.http_mut() {
+                api.base_url = resolve("base_url", &api.base_url)?;
+                api.api_key = Secret::new(resolve("api_key", api.api_key.expose())?);
+            }
+            agent.model = resolve("model", &agent.model)?;
+            agent.system_prompt = resolve("system_prompt", &agent.system_prompt)?;
+        }
+        Ok(())
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.server
+            .bind
+            .parse::<SocketAddr>()
+            .map_err(|e| ConfigError::new("server.bind", format!("not a socket address: {e}")))?;
+        if self.server.max_body_bytes < 1024 {
+            return Err(ConfigError::new(
+                "server.max_body_bytes",
+                "must be at least 1024",
+            ));
+        }
+        let url = self.database.url.expose();
+        if !(url.starts_with("sqlite:")
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://"))
+        {
+            return Err(ConfigError::new(
+                "database.url",
+                "must start with sqlite:, postgres:// or postgresql://",
+            ));
+        }
+        if self.database.max_connections == 0 {
+            return Err(ConfigError::new(
+                "database.max_connections",
+                "must be at least 1",
+            ));
+        }
+        self.auth.validate()?;
+        self.engine.validate()?;
+        if !self.secrets.key.is_empty() {
+            parse_key(self.secrets.key.expose())
+                .map_err(|message| ConfigError::new("secrets.key", message))?;
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log.level)
+            .map_err(|e| ConfigError::new("log.level", e.to_string()))?;
+        self.validate_mcp_servers()?;
+        self.validate_agents()
+    }
+
+    fn validate_mcp_servers(&self) -> Result<(), ConfigError> {
+        let mut names = std::collections::HashSet::new();
+        for (i, server) in self.mcp_servers.iter().enumerate() {
+            let at = format!("mcp_servers[{i}]");
+            server.validate(&at)?;
+            if !names.insert(server.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("MCP server `{}` is declared twice", server.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_agents(&self) -> Result<(), ConfigError> {
+        if self.agents.is_empty() {
+            return Err(ConfigError::new("agents", "at least one agent is required"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, agent) in self.agents.iter().enumerate() {
+            let at = format!("agents[{i}]");
+            if !is_identifier(&agent.name) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    "must be 1-64 characters of A-Z a-z 0-9 . _ -",
+                ));
+            }
+            if !names.insert(agent.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("agent `{}` is declared twice", agent.name),
+                ));
+            }
+            agent.validate(&at, &self.mcp_servers)?;
+        }
+        let default = &self.agentscope.default_agent;
+        if !default.is_empty() && !self.agents.iter().any(|a| a.name == *default) {
+            return Err(ConfigError::new(
+                "agentscope.default_agent",
+                format!("`{default}` is not a configured agent"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Names of agents, options and tools: short, printable, URL-safe.
+pub fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}

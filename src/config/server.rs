@@ -1,0 +1,44 @@
+//! `[server]`, `[database]`, `[log]` and `[agentscope]`: how the process listens, stores
+//! and logs.
+
+use serde::Deserialize;
+
+use super::Secret;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    pub bind: String,
+    pub workers: usize,
+    pub max_body_bytes: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSettings {
+    pub url: Secret,
+    pub max_connections: u32,
+    pub sqlite_busy_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    pub format: LogFormat,
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentScopeSettings {
+    /// The agent `POST /agentscope/process` talks to when the request names none; empty:
+    /// the first configured agent.
+    pub default_agent: String,
+}
