@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::Agent;
 use crate::config::OptionKind;
-use crate::model::{Content, FieldError, HistoryMessage, ImageSource, ServerToolRef, ToolSpec};
+use crate::model::{
+    Content, FieldError, HistoryMessage, ImageSource, ServerToolRef, ToolSpec, check_no_nul,
+    holds_nul,
+};
 
 /// A client's session configuration, parsed but not yet checked against the agent.
 #[derive(Debug, Clone, Default)]
@@ -29,6 +32,8 @@ pub struct ResolvedSessionConfig {
 impl Agent {
     /// Checks one option value; returns the option's kind.
     pub fn check_option(&self, name: &str, value: &str) -> Result<OptionKind, FieldError> {
+        check_no_nul("agent.options", name)?;
+        check_no_nul(format!("agent.options.{name}"), value)?;
         let option = self.option(name).ok_or_else(|| {
             FieldError::new(
                 format!("agent.options.{name}"),
@@ -76,6 +81,12 @@ impl Agent {
             let field = format!("tools[{i}].name");
             if tool.name.is_empty() {
                 return Err(FieldError::new(field, "must not be empty"));
+            }
+            if holds_nul(tool) {
+                return Err(FieldError::new(
+                    format!("tools[{i}]"),
+                    "must not contain U+0000 (NUL) in its name, description or parameters",
+                ));
             }
             if self.has_server_tool(&tool.name) {
                 return Err(FieldError::new(

@@ -413,6 +413,10 @@ impl Engine {
         scope: &str,
         key: &str,
     ) -> Result<Option<Turn>, EngineError> {
+        // No turn is known by a key no request could have been admitted with.
+        if key.chars().any(char::is_control) {
+            return Ok(None);
+        }
         Ok(self
             .store
             .find_latest_turn_by_key(tenant, &scoped_key(scope, key))

@@ -146,6 +146,8 @@ impl Engine {
         reference: &SessionRef,
     ) -> Result<Option<Session>, EngineError> {
         match reference.alias() {
+            // No session is known by a key no session could have been created with.
+            Some(alias) if alias.chars().any(char::is_control) => Ok(None),
             Some(alias) => Ok(self.store.find_session_by_alias(tenant, &alias).await?),
             None => Ok(None),
         }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::fanout::Fanout;
-use crate::model::{Event, EventData, HistoryMessage, RunId, SessionId, TenantId, TurnId};
+use crate::model::{
+    Event, EventData, HistoryMessage, RunId, SessionId, TenantId, TurnId, scrub_nul,
+};
 use crate::store::{AppendGroup, Backend, Store, StoreError};
 
 /// Requests waiting for the writer; senders wait when it is full (back-pressure).
@@ -183,7 +185,7 @@ impl WriterTask {
                     session_id: append.session.clone(),
                     seq: next + i as i64,
                     turn_id: append.turn.clone(),
-                    data: data.clone(),
+                    data: data.clone().scrubbed(),
                     created_at: now,
                 })
                 .collect();
@@ -192,7 +194,7 @@ impl WriterTask {
                 tenant: append.tenant.clone(),
                 run: append.run.clone(),
                 events,
-                history: append.history.clone(),
+                history: append.history.iter().cloned().map(scrub_nul).collect(),
             });
         }
         if let Err(error) = self.store.append_events(&groups).await {

@@ -4,7 +4,7 @@
 use sqlx::types::Json;
 
 use super::{Store, StoreError, with_db, with_writer};
-use crate::model::{HistoryMessage, SessionId, TenantId};
+use crate::model::{HistoryMessage, SessionId, TenantId, scrub_nul};
 
 /// The compacted history in its parts.
 #[derive(Debug, Clone, Default)]
@@ -70,7 +70,7 @@ impl Store {
                 .bind(tenant)
                 .bind(session)
                 .bind(position as i64)
-                .bind(Json(message))
+                .bind(Json(scrub_nul(message.clone())))
                 .bind(crate::model::now())
                 .execute(&mut *tx)
                 .await?;

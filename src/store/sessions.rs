@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
-use crate::model::{HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec};
+use crate::model::{
+    HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec, scrub_nul,
+};
 
 #[derive(sqlx::FromRow)]
 struct SessionRow {
@@ -76,7 +78,7 @@ impl Store {
                 .bind(tenant)
                 .bind(&session.id)
                 .bind(position as i64)
-                .bind(Json(message))
+                .bind(Json(scrub_nul(message.clone())))
                 .bind(session.created_at)
                 .execute(&mut *tx)
                 .await?;

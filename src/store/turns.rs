@@ -6,7 +6,8 @@ use sqlx::types::Json;
 use super::runs::admit_run;
 use super::{Page, RunLink, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{
-    HistoryMessage, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError, TurnId, Usage,
+    HistoryMessage, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError, TurnId,
+    Usage, scrub_nul,
 };
 
 #[derive(sqlx::FromRow)]
@@ -127,7 +128,7 @@ impl Store {
                 sqlx::query(APPEND_HISTORY)
                     .bind(tenant)
                     .bind(&turn.session_id)
-                    .bind(Json(message))
+                    .bind(Json(scrub_nul(message.clone())))
                     .bind(turn.created_at)
                     .bind(&turn.id)
                     .execute(&mut *tx)

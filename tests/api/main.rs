@@ -17,6 +17,7 @@ mod lifecycle;
 mod mcp;
 mod mcp_http;
 mod meta;
+mod nul;
 mod persistence;
 mod providers;
 mod queueing;

@@ -139,8 +139,17 @@ async fn start(
     let client_tools = parse_tools(object.get("tools"))?;
     let request_id = match object.get("id") {
         None | Some(Value::Null) => None,
-        Some(Value::String(id)) if !id.is_empty() && id.len() <= 200 => Some(id.clone()),
-        Some(_) => return Err(ApiError::invalid("id", "must be 1-200 characters")),
+        Some(Value::String(id))
+            if !id.is_empty() && id.len() <= 200 && !id.chars().any(char::is_control) =>
+        {
+            Some(id.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "id",
+                "must be 1-200 characters, none of them control characters",
+            ));
+        }
     };
     let session_key = match object.get("session_id") {
         None | Some(Value::Null) => None,
