@@ -54,6 +54,8 @@ pub enum SealError {
 #[derive(Clone)]
 pub struct SecretBox {
     keys: Vec<(String, XChaCha20Poly1305)>,
+    /// Derived from the primary key: keys digests that must not be a guessing oracle.
+    mac_key: [u8; 32],
 }
 
 impl std::fmt::Debug for SecretBox {
@@ -75,7 +77,29 @@ impl SecretBox {
             let cipher = XChaCha20Poly1305::new_from_slice(&key).expect("key is 32 bytes");
             keys.push((id, cipher));
         }
-        Self { keys }
+        let mac_key = Sha256::new()
+            .chain_update(b"agentry/mac/v1\0")
+            .chain_update(primary)
+            .finalize()
+            .into();
+        Self { keys, mac_key }
+    }
+
+    /// HMAC-SHA256 of `data` for `purpose`, hex: a digest only the holder of the secrets
+    /// key can compute, so a stored one tells a reader of the database nothing about what
+    /// it digests.
+    pub fn mac_hex(&self, purpose: &str, data: &[u8]) -> String {
+        use hmac::{Hmac, Mac};
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.mac_key).expect("HMAC takes any key length");
+        mac.update(purpose.as_bytes());
+        mac.update(b"\0");
+        mac.update(data);
+        mac.finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     pub fn seal(&self, plaintext: &[u8], context: &str) -> String {

@@ -345,7 +345,7 @@ impl Engine {
             error: None,
             usage: Usage::default(),
             idempotency_key: request.idempotency_key.clone(),
-            request_hash: Some(request.fingerprint.clone()),
+            request_hash: Some(self.request_hash(&request)),
             first_seq: None,
             last_seq: None,
             created_at: crate::model::now(),
@@ -461,12 +461,22 @@ impl Engine {
             .find_turn_by_idempotency_key(tenant, session, key)
             .await?
         {
-            Some(turn) if turn.request_hash.as_deref() == Some(request.fingerprint.as_str()) => {
+            Some(turn)
+                if turn.request_hash.as_deref() == Some(self.request_hash(request).as_str()) =>
+            {
                 Ok(Some(turn))
             }
             Some(_) => Err(EngineError::IdempotencyMismatch),
             None => Ok(None),
         }
+    }
+
+    /// What a turn stores to tell a retry from another request: the request's digest keyed
+    /// with the secrets key, so the database holds no guessing oracle for what a request
+    /// carried (secret options included).
+    fn request_hash(&self, request: &TurnRequest) -> String {
+        self.secrets
+            .mac_hex("turn-request", request.fingerprint.as_bytes())
     }
 
     /// The session as the turn's overrides leave it, or `None` if they change nothing.

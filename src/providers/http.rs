@@ -18,10 +18,13 @@ pub fn summarize(status: reqwest::StatusCode, body: &str, key: &str) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_default();
-    let mut detail: String = detail.chars().take(200).collect();
-    if !key.is_empty() {
-        detail = detail.replace(key, "***");
-    }
+    // Redacted before it is cut: a cut could leave a prefix of the key behind.
+    let detail = if key.is_empty() {
+        detail
+    } else {
+        detail.replace(key, "***")
+    };
+    let detail: String = detail.chars().take(200).collect();
     if detail.is_empty() {
         format!("the model provider answered {status}")
     } else {
@@ -88,5 +91,21 @@ where
         Ok(None) => Ok(None),
         Ok(Some(Err(_))) => Err(fail("the model provider's stream broke off")),
         Ok(Some(Ok(event))) => Ok(Some(event.data)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_near_the_cut_leaves_no_prefix_behind() {
+        let key = "sk-SUPERSECRETKEY0123456789";
+        for padding in 180..200 {
+            let message = format!("{} key={key} rest", "x".repeat(padding));
+            let body = serde_json::json!({"error": {"message": message}}).to_string();
+            let summary = summarize(reqwest::StatusCode::UNAUTHORIZED, &body, key);
+            assert!(!summary.contains(&key[..4]), "{padding}: {summary}");
+        }
     }
 }

@@ -128,3 +128,59 @@ async fn a_sealed_option_cannot_be_moved_to_another_session() {
     b.sealed_options = a.sealed_options.clone();
     assert!(agentry::engine::open_secret_options(&app.state.secrets, &b).is_err());
 }
+
+#[tokio::test]
+async fn a_turns_stored_request_hash_is_keyed_and_idempotent_retries_still_match() {
+    use sqlx::Connection;
+    let app = crate::helpers::spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let body = json!({"agent": {"options": {"api_key": "sk-guess-me"}},
+                      "messages": [crate::helpers::user("hello")]});
+    let send = |body: &serde_json::Value| {
+        app.client
+            .post(app.url(&format!("/sessions/{session}/turns")))
+            .bearer_auth(&token)
+            .header("Idempotency-Key", "k1")
+            .body(body.to_string())
+            .send()
+    };
+    let first = send(&body).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let turn = first.headers()["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let retry = send(&body).await.unwrap();
+    assert_eq!(retry.headers()["agentry-turn-id"].to_str().unwrap(), turn);
+    let mut other = body.clone();
+    other["messages"][0]["content"] = json!("something else");
+    let reused = send(&other).await.unwrap();
+    assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+
+    let query = format!("SELECT request_hash FROM turns WHERE id = '{turn}'");
+    let stored: String = if app.db.url().starts_with("sqlite:") {
+        let mut db = sqlx::SqliteConnection::connect(app.db.url()).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(query))
+            .fetch_one(&mut db)
+            .await
+            .unwrap()
+    } else {
+        let mut db = sqlx::PgConnection::connect(app.db.url()).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(query))
+            .fetch_one(&mut db)
+            .await
+            .unwrap()
+    };
+    // Neither the digest of the body as sent nor of the body as parsed: a reader of the
+    // database cannot test guesses of a secret option against it.
+    assert_eq!(stored.len(), 64);
+    for unkeyed in [
+        agentry::model::sha256_hex(body.to_string().as_bytes()),
+        agentry::model::sha256_hex(serde_json::to_string(&body).unwrap().as_bytes()),
+    ] {
+        assert_ne!(stored, unkeyed);
+    }
+}
