@@ -25,7 +25,7 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || (a == 198 && (b == 18 || b == 19))
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = embedded_ipv4(v6) {
                 return is_internal(IpAddr::V4(v4));
             }
             let first = v6.segments()[0];
@@ -35,6 +35,33 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
         }
+    }
+}
+
+/// The IPv4 address an IPv6 address carries to reach an IPv4 host: IPv4-mapped
+/// (`::ffff:0:0/96`), IPv4-translated (`::ffff:0:0:0/96`), IPv4-compatible (`::/96`), NAT64
+/// (`64:ff9b::/96`, `64:ff9b:1::/48`) and 6to4 (`2002::/16`).
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let s = v6.segments();
+    let low = |hi: u16, lo: u16| {
+        let [a, b] = hi.to_be_bytes();
+        let [c, d] = lo.to_be_bytes();
+        std::net::Ipv4Addr::new(a, b, c, d)
+    };
+    let tail = low(s[6], s[7]);
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0xffff, 0, ..] => Some(tail),
+        // `::` and `::1` are themselves (unspecified, loopback), not IPv4-compatible.
+        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
+        [0, 0, 0, 0, 0, 0, ..] => Some(tail),
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(tail),
+        // RFC 6052 at /48: the IPv4 address spans bits 48..88, skipping the u octet (64..72).
+        [0x64, 0xff9b, 1, ..] => {
+            let [_, _, _, _, _, _, a, b, _, c, d, ..] = v6.octets();
+            Some(std::net::Ipv4Addr::new(a, b, c, d))
+        }
+        [0x2002, hi, lo, ..] => Some(low(hi, lo)),
+        _ => None,
     }
 }
 
@@ -130,10 +157,28 @@ mod tests {
             "fe80::1",
             "fd00::1",
             "::ffff:127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::7f00:1",
+            "64:ff9b:1:7f00:0:100::",
+            "::ffff:0:7f00:1",
+            "::ffff:0:a00:1",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "::127.0.0.1",
+            "::10.0.0.1",
         ] {
             assert!(is_internal(internal.parse().unwrap()), "{internal}");
         }
-        for public in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+        for public in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "64:ff9b::101:101",
+            "64:ff9b:1:101:1:100::",
+            "2002:101:101::",
+            "::ffff:0:101:101",
+            "::1.1.1.1",
+        ] {
             assert!(!is_internal(public.parse().unwrap()), "{public}");
         }
     }
