@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::Agent;
+use crate::agents::template::{check_url_value, url_placeholders};
 use crate::config::OptionKind;
 use crate::model::{
     Content, FieldError, HistoryMessage, ImageSource, ServerToolRef, ToolSpec, check_no_nul,
@@ -40,6 +41,15 @@ impl Agent {
                 format!("agent `{}` has no option `{name}`", self.name()),
             )
         })?;
+        if let Some(api) = self.settings().provider.http() {
+            for (_, part) in url_placeholders(&api.base_url)
+                .into_iter()
+                .filter(|(option, _)| *option == name)
+            {
+                check_url_value(part, value)
+                    .map_err(|reason| FieldError::new(format!("agent.options.{name}"), reason))?;
+            }
+        }
         if option.kind == OptionKind::Select && !option.options.iter().any(|o| o == value) {
             return Err(FieldError::new(
                 format!("agent.options.{name}"),

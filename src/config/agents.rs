@@ -195,6 +195,16 @@ impl AgentSettings {
                     "this provider needs a model",
                 ));
             }
+            if api
+                .base_url
+                .split_once('#')
+                .is_some_and(|(_, f)| f.contains("{{"))
+            {
+                return Err(ConfigError::new(
+                    format!("{at}.base_url"),
+                    "an option in the fragment is never sent: put it in the host, path or query",
+                ));
+            }
             if api.timeout_seconds == 0 {
                 return Err(ConfigError::new(
                     format!("{at}.timeout_seconds"),

@@ -84,6 +84,10 @@ pub struct HttpProviderSettings {
     /// Retries after connection errors, 429 and 5xx before the first token.
     #[serde(default = "default_provider_retries")]
     pub max_retries: u32,
+    /// Whether a `base_url` whose host a tenant's option fills may reach an internal
+    /// address (loopback, private, link-local, …). A host the operator wrote is trusted.
+    #[serde(default)]
+    pub allow_private_base_url: bool,
 }
 
 fn default_provider_timeout() -> u64 {

@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::http::{next_data, send_with_retries, summarize};
+use super::http::{check_chosen_host, endpoint, next_data, send_with_retries, summarize};
 use super::tool_names::ToolNames;
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
@@ -130,8 +130,8 @@ impl Provider for AnthropicProvider {
         &self,
         request: ModelRequest,
     ) -> BoxStream<'static, Result<ModelEvent, ProviderError>> {
-        let base_url = render_options(&self.settings.base_url, &request.options);
-        let url = format!("{}/messages", base_url.trim_end_matches('/'));
+        let endpoint = endpoint(&self.settings, &request.options, "/messages");
+        let allow_private = self.settings.allow_private_base_url;
         let key = render_options(self.settings.api_key.expose(), &request.options);
         let names = ToolNames::for_request(&request.tools, &request.messages);
         let (system, messages) = to_request(&request.system_prompt, &request.messages, &names);
@@ -157,6 +157,10 @@ impl Provider for AnthropicProvider {
         let fail = |message: String| ProviderError { message };
 
         async_stream::try_stream! {
+            let (url, chosen_host) = endpoint?;
+            if chosen_host {
+                check_chosen_host(&url, allow_private).await?;
+            }
             let request = || {
                 http.post(&url)
                     .header("x-api-key", &key)

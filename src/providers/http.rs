@@ -1,11 +1,15 @@
 //! What the HTTP providers share: retries before the first token, and error summaries that
 //! never carry a key or a raw body.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::ProviderError;
+use crate::agents::template::render_url;
+use crate::config::HttpProviderSettings;
+use crate::tools::fetch::is_internal;
 
 /// A short, key-free account of a failed response: its status and the API's own message.
 pub fn summarize(status: reqwest::StatusCode, body: &str, key: &str) -> String {
@@ -30,6 +34,50 @@ pub fn summarize(status: reqwest::StatusCode, body: &str, key: &str) -> String {
     } else {
         format!("the model provider answered {status}: {detail}")
     }
+}
+
+/// A provider's endpoint for a request: its base URL rendered with the session's options,
+/// each checked for the part of the URL it fills and percent-encoded in a path or query,
+/// then `path`; and whether an option chose the host.
+pub fn endpoint(
+    settings: &HttpProviderSettings,
+    options: &BTreeMap<String, String>,
+    path: &str,
+) -> Result<(String, bool), ProviderError> {
+    let (base, templated_host) =
+        render_url(&settings.base_url, options).map_err(|reason| ProviderError {
+            message: format!("the model provider's base URL cannot be built: {reason}"),
+        })?;
+    Ok((
+        format!("{}{path}", base.trim_end_matches('/')),
+        templated_host,
+    ))
+}
+
+/// Refuses a host a session's option chose when it resolves to an internal address
+/// (loopback, private, link-local, …, as `http_fetch` refuses them), unless the agent
+/// allows it: a tenant must not point the operator's key at the operator's network.
+pub async fn check_chosen_host(url: &str, allowed: bool) -> Result<(), ProviderError> {
+    let refuse = |why: &str| ProviderError {
+        message: format!("the model provider's address, chosen by a session option, {why}"),
+    };
+    if allowed {
+        return Ok(());
+    }
+    let url = reqwest::Url::parse(url).map_err(|_| refuse("is not a valid URL"))?;
+    let host = url.host_str().ok_or_else(|| refuse("has no host"))?;
+    let port = url.port_or_known_default().unwrap_or(443);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addresses: Vec<_> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|_| refuse("does not resolve"))?
+        .collect();
+    if addresses.is_empty() || addresses.iter().any(|a| is_internal(a.ip())) {
+        return Err(refuse(
+            "is inside the network, which this agent does not allow",
+        ));
+    }
+    Ok(())
 }
 
 fn retryable(status: reqwest::StatusCode) -> bool {

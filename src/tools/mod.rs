@@ -2,7 +2,7 @@
 //! validation and execution.
 
 mod calculator;
-mod fetch;
+pub mod fetch;
 pub mod mcp;
 
 use serde_json::{Map, Value, json};

@@ -19,6 +19,7 @@ mod mcp_http;
 mod meta;
 mod nul;
 mod persistence;
+mod provider_urls;
 mod providers;
 mod queueing;
 mod quickstart;
