@@ -12,6 +12,8 @@ pub struct EngineSettings {
     pub max_queued_turns: usize,
     /// One tenant's share of the queue: over it, that tenant is refused while others queue.
     pub max_queued_turns_per_tenant: usize,
+    /// The most messages one request may bring as a new session's history.
+    pub max_seed_messages: usize,
     pub shutdown_grace_seconds: u64,
     pub sse_keep_alive_seconds: u64,
     pub max_batch_events: usize,

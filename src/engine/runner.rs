@@ -146,7 +146,7 @@ pub struct Engine {
     pub(super) tools: crate::config::ToolsSettings,
     pub(super) mcp: Arc<crate::tools::mcp::McpRegistry>,
     fanout: Arc<Fanout>,
-    settings: EngineSettings,
+    pub(super) settings: EngineSettings,
     tracker: TaskTracker,
     controls: Mutex<HashMap<TurnId, Arc<TurnControl>>>,
     global: Arc<Semaphore>,

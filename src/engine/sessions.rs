@@ -237,6 +237,14 @@ impl Engine {
             FieldError::new("agent.name", format!("unknown agent `{agent_name}`"))
         })?;
         let resolved = agent.resolve_new_session(config)?;
+        let max = self.settings.max_seed_messages;
+        if seed.len() > max {
+            return Err(FieldError::new(
+                "messages",
+                format!("a new session may bring at most {max} messages of history"),
+            )
+            .into());
+        }
         agent.check_messages(&seed)?;
         let id = SessionId::generate();
         let sealed_options = resolved

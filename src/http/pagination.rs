@@ -58,7 +58,8 @@ pub fn encode(last_id: &str) -> String {
     URL_SAFE_NO_PAD.encode(format!("v1:{last_id}"))
 }
 
-fn decode(cursor: &str) -> Option<String> {
+/// The id a cursor continues after.
+pub fn decode(cursor: &str) -> Option<String> {
     let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     text.strip_prefix("v1:").map(str::to_owned)

@@ -44,6 +44,46 @@ impl Store {
         Ok(rows.into_iter().map(|Json(m)| m).collect())
     }
 
+    /// Up to `limit` messages of the session's history of the given type from the
+    /// `offset`-th on, in order.
+    pub async fn list_history_page(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        kind: HistoryType,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<HistoryMessage>, StoreError> {
+        let sql = match kind {
+            // Positions are 0, 1, 2, …: the offset is a position.
+            HistoryType::Full => {
+                "SELECT message FROM history WHERE tenant_id = $1 AND session_id = $2 \
+                 AND position >= $3 ORDER BY position LIMIT $4"
+            }
+            HistoryType::Compacted => {
+                "SELECT message FROM ( \
+                   SELECT 0 AS part, position, message FROM compacted_history \
+                   WHERE tenant_id = $1 AND session_id = $2 \
+                   UNION ALL \
+                   SELECT 1 AS part, h.position, h.message FROM history h \
+                   JOIN sessions s ON s.id = h.session_id \
+                   WHERE h.tenant_id = $1 AND h.session_id = $2 \
+                   AND h.position > COALESCE(s.compacted_through, -1) \
+                 ) AS compacted ORDER BY part, position LIMIT $4 OFFSET $3"
+            }
+        };
+        let rows: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
+            sqlx::query_scalar(sql)
+                .bind(tenant)
+                .bind(session)
+                .bind(offset)
+                .bind(limit)
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok(rows.into_iter().map(|Json(m)| m).collect())
+    }
+
     /// The last `limit` messages of the session's full history, in order.
     pub async fn list_recent_history(
         &self,

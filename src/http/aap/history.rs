@@ -2,27 +2,37 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{HttpResponse, web};
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
-use super::session_id;
+use super::PathSession;
 use super::wire::{HistoryResponse, aap_history};
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::config::HistoryType;
-use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::error::{ApiError, ErrorCode};
+use crate::http::pagination;
+
+/// Messages per page when a client names no `limit`, and the most it may ask for.
+pub const DEFAULT_HISTORY_PAGE: u32 = 100;
+pub const MAX_HISTORY_PAGE: u32 = 1000;
 
 #[derive(Deserialize)]
 pub struct HistoryQuery {
     #[serde(rename = "type")]
     kind: Option<String>,
+    limit: Option<u32>,
+    after: Option<String>,
 }
 
+/// A page of the session's history: `limit` messages (100 unless asked, at most 1000)
+/// after the `after` cursor, and `next` (also as a `Link: <…>; rel="next"` header) when
+/// more follow. A client that sends no cursor gets the first page.
 pub async fn get_history(
-    auth: TenantAuth,
+    path: PathSession,
     state: web::Data<AppState>,
-    path: web::Path<String>,
     query: web::Query<HistoryQuery>,
+    req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let kind = match query.kind.as_deref() {
         Some("full") => HistoryType::Full,
@@ -40,12 +50,21 @@ pub async fn get_history(
             ));
         }
     };
-    let id = session_id(&path)?;
-    let session = state
-        .store
-        .get_session(&auth.tenant_id, &id)
-        .await
-        .or_not_found("session")?;
+    let limit = query.limit.unwrap_or(DEFAULT_HISTORY_PAGE);
+    if !(1..=MAX_HISTORY_PAGE).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_HISTORY_PAGE}"),
+        ));
+    }
+    let offset = match query.after.as_deref() {
+        None | Some("") => 0,
+        Some(cursor) => pagination::decode(cursor)
+            .and_then(|at| at.parse::<i64>().ok())
+            .filter(|at| *at > 0)
+            .ok_or_else(|| ApiError::invalid("after", "not a cursor this server issued"))?,
+    };
+    let PathSession { tenant, session } = path;
     let declared = state
         .agents
         .get(&session.agent)
@@ -57,8 +76,24 @@ pub async fn get_history(
             session.agent
         )));
     }
-    let messages = state.store.list_history(&auth.tenant_id, &id, kind).await?;
-    Ok(HttpResponse::Ok().json(HistoryResponse {
+    let mut messages = state
+        .store
+        .list_history_page(&tenant, &session.id, kind, offset, i64::from(limit) + 1)
+        .await?;
+    let more = messages.len() > limit as usize;
+    messages.truncate(limit as usize);
+    let next = more.then(|| pagination::encode(&(offset + i64::from(limit)).to_string()));
+    let mut response = HttpResponse::Ok();
+    if let Some(next) = &next {
+        let link = format!(
+            "<{}?type={}&limit={limit}&after={next}>; rel=\"next\"",
+            req.path(),
+            kind.as_str()
+        );
+        response.insert_header((header::LINK, link));
+    }
+    Ok(response.json(HistoryResponse {
         history: BTreeMap::from([(kind.as_str(), aap_history(messages))]),
+        next,
     }))
 }

@@ -76,6 +76,9 @@ pub struct SessionList {
 #[derive(Debug, Serialize)]
 pub struct HistoryResponse {
     pub history: BTreeMap<&'static str, Vec<HistoryMessage>>,
+    /// The cursor of the next page, when more follow (an agentry extension).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// History as AAP can carry it: a `part` block (from another protocol face) becomes a text

@@ -193,6 +193,10 @@ async fn start(
         )
         .await
         .map_err(|e| match e {
+            // The history a new session brings is this request's `input`.
+            EngineError::Invalid(field) if field.field == "messages" => {
+                ApiError::invalid("input", field.message)
+            }
             EngineError::HistoryMismatch => ApiError::invalid(
                 "input",
                 "the messages before the last one are not this session's stored history; \
