@@ -10,8 +10,10 @@ use figment::providers::{Env, Format, Toml};
 use serde::{Deserialize, Deserializer};
 
 mod mcp;
+mod net;
 
 pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
+pub use net::IpNet;
 
 /// The configuration every key of which `config/default.toml` documents.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -47,6 +49,14 @@ pub struct ServerSettings {
     pub bind: String,
     pub workers: usize,
     pub max_body_bytes: usize,
+    /// Longest a request head may take to arrive (seconds).
+    pub header_read_timeout_seconds: u64,
+    /// Longest a request body may take to arrive after its head (seconds); then 408.
+    pub body_read_timeout_seconds: u64,
+    /// How long an idle keep-alive connection stays open (seconds); 0 closes it.
+    pub keep_alive_seconds: u64,
+    /// Peers whose forwarding headers (`Forwarded`, `X-Forwarded-*`) are believed.
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -68,6 +78,16 @@ pub struct AuthSettings {
     pub issuer: String,
     pub audience: String,
     pub public_meta: bool,
+    /// Password verifications (argon2) running at once, over all clients.
+    pub login_max_concurrent_checks: usize,
+    /// How long a login waits for a verification slot before 429 (milliseconds).
+    pub login_queue_timeout_ms: u64,
+    /// Failed logins per `client_id`, and per client address, within the window.
+    pub login_max_failures_per_client: u32,
+    pub login_max_failures_per_address: u32,
+    pub login_failure_window_seconds: u64,
+    /// Most client ids and addresses the failure counters remember.
+    pub login_tracked_keys: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -504,6 +524,20 @@ impl Settings {
                 "must be at least 1024",
             ));
         }
+        for (key, value) in [
+            (
+                "server.header_read_timeout_seconds",
+                self.server.header_read_timeout_seconds,
+            ),
+            (
+                "server.body_read_timeout_seconds",
+                self.server.body_read_timeout_seconds,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(key, "must be at least 1"));
+            }
+        }
         let url = self.database.url.expose();
         if !(url.starts_with("sqlite:")
             || url.starts_with("postgres://")
@@ -613,6 +647,29 @@ impl AuthSettings {
         }
         if self.audience.is_empty() {
             return Err(ConfigError::new("auth.audience", "must not be empty"));
+        }
+        for (key, value) in [
+            (
+                "auth.login_max_concurrent_checks",
+                self.login_max_concurrent_checks as u64,
+            ),
+            (
+                "auth.login_max_failures_per_client",
+                u64::from(self.login_max_failures_per_client),
+            ),
+            (
+                "auth.login_max_failures_per_address",
+                u64::from(self.login_max_failures_per_address),
+            ),
+            (
+                "auth.login_failure_window_seconds",
+                self.login_failure_window_seconds,
+            ),
+            ("auth.login_tracked_keys", self.login_tracked_keys as u64),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(key, "must be at least 1"));
+            }
         }
         Ok(())
     }

@@ -6,6 +6,8 @@ mod admin;
 mod agentscope;
 mod body;
 mod files;
+pub mod forwarded;
+mod limits;
 mod login;
 mod ops;
 mod pagination;
@@ -23,6 +25,7 @@ use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
 
 pub use body::{parse_json, parse_optional_json};
+pub use limits::{MAX_HEADER_BYTES, request_limits};
 
 /// The response header that names the turn a streamed response belongs to.
 pub const TURN_ID_HEADER: &str = "Agentry-Turn-Id";
