@@ -1,13 +1,13 @@
-//! What bounds `POST /auth/token`: a few password verifications at a time, and failed
-//! attempts counted per client id and per client address. In-process: each instance
-//! counts alone.
+//! What bounds `POST /auth/token`: a few password verifications at a time, on threads of
+//! their own, and failed attempts counted per client id and per client address.
+//! In-process: each instance counts alone.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::config::AuthSettings;
 use crate::crypto;
@@ -16,6 +16,7 @@ use crate::error::{ApiError, ErrorCode};
 /// The login limits and the decoy hash, built once at start-up.
 pub struct LoginLimits {
     checks: Arc<Semaphore>,
+    checkers: mpsc::Sender<Check>,
     queue_timeout: Duration,
     decoy_hash: String,
     per_client: FailureCounter,
@@ -40,6 +41,7 @@ impl LoginLimits {
         let capacity = settings.login_tracked_keys;
         Ok(Self {
             checks: Arc::new(Semaphore::new(settings.login_max_concurrent_checks)),
+            checkers: spawn_checkers(settings.login_max_concurrent_checks)?,
             queue_timeout: Duration::from_millis(settings.login_queue_timeout_ms),
             decoy_hash,
             per_client: FailureCounter::new(
@@ -61,8 +63,13 @@ impl LoginLimits {
         &self.decoy_hash
     }
 
-    /// Refuses an attempt from a client id or address that failed too often lately.
-    pub fn check(&self, client_id: Option<&str>, address: Option<IpAddr>) -> Result<(), ApiError> {
+    /// Refuses an attempt from a client id or address that failed too often lately, else
+    /// counts it as a failure until [`LoginLimits::record_success`] says otherwise.
+    pub fn begin_attempt(
+        &self,
+        client_id: Option<&str>,
+        address: Option<IpAddr>,
+    ) -> Result<(), ApiError> {
         let blocked = address
             .and_then(|a| self.per_address.blocked(&address_key(a)))
             .or_else(|| client_id.and_then(|c| self.per_client.blocked(c)));
@@ -72,35 +79,88 @@ impl LoginLimits {
                 "too many failed login attempts; retry later",
             )
             .retry_after(seconds)),
-            None => Ok(()),
+            None => {
+                if let Some(address) = address {
+                    self.per_address.record(&address_key(address));
+                }
+                if let Some(client_id) = client_id {
+                    self.per_client.record(client_id);
+                }
+                Ok(())
+            }
         }
     }
 
-    pub fn record_failure(&self, client_id: Option<&str>, address: Option<IpAddr>) {
-        if let Some(address) = address {
-            self.per_address.record(&address_key(address));
-        }
-        if let Some(client_id) = client_id {
-            self.per_client.record(client_id);
-        }
-    }
-
-    pub fn record_success(&self, client_id: &str) {
+    /// The attempt succeeded: its client id starts afresh and its address is not charged.
+    pub fn record_success(&self, client_id: &str, address: Option<IpAddr>) {
         self.per_client.clear(client_id);
-    }
-
-    /// A verification slot, waited for at most `login_queue_timeout_ms`. The permit is
-    /// meant to move into the blocking task, so a client that leaves does not free it early.
-    pub async fn verification_slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        match tokio::time::timeout(self.queue_timeout, self.checks.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            _ => Err(ApiError::new(
-                ErrorCode::TooManyRequests,
-                "too many logins are being checked; retry shortly",
-            )
-            .retry_after(1)),
+        if let Some(address) = address {
+            self.per_address.forgive(&address_key(address));
         }
     }
+
+    /// Verifies `secret` against a PHC `hash` once one of the checker threads is free,
+    /// waiting at most `login_queue_timeout_ms` for one. A client that leaves meanwhile
+    /// does not free its slot before its verification ends.
+    pub async fn verify(&self, secret: String, hash: String) -> Result<bool, ApiError> {
+        let permit =
+            match tokio::time::timeout(self.queue_timeout, self.checks.clone().acquire_owned())
+                .await
+            {
+                Ok(Ok(permit)) => permit,
+                _ => {
+                    return Err(ApiError::new(
+                        ErrorCode::TooManyRequests,
+                        "too many logins are being checked; retry shortly",
+                    )
+                    .retry_after(1));
+                }
+            };
+        let (reply, verified) = oneshot::channel();
+        self.checkers
+            .send(Check {
+                secret,
+                hash,
+                reply,
+                _permit: permit,
+            })
+            .map_err(|_| ApiError::internal(anyhow::anyhow!("the password checkers stopped")))?;
+        verified
+            .await
+            .map_err(|_| ApiError::internal(anyhow::anyhow!("a password check failed")))
+    }
+}
+
+struct Check {
+    secret: String,
+    hash: String,
+    reply: oneshot::Sender<bool>,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// `n` threads that verify passwords, each in one argon2 buffer (~19 MiB) kept for its
+/// life, so that a flood of logins allocates nothing: allocating and freeing the buffer
+/// per verification on the blocking pool's threads left hundreds of MiB to the allocator.
+/// They end once the limits are dropped.
+fn spawn_checkers(n: usize) -> std::io::Result<mpsc::Sender<Check>> {
+    let (sender, receiver) = mpsc::channel::<Check>();
+    let receiver = Arc::new(Mutex::new(receiver));
+    for i in 0..n {
+        let receiver = receiver.clone();
+        std::thread::Builder::new()
+            .name(format!("password-check-{i}"))
+            .spawn(move || {
+                let mut memory = Vec::new();
+                loop {
+                    let next = receiver.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok(check) = next else { break };
+                    let verified =
+                        crypto::verify_password_in(&check.secret, &check.hash, &mut memory);
+                    let _ = check.reply.send(verified);
+                }
+            })?;
+    }
+    Ok(sender)
 }
 
 /// IPv6 clients usually hold a whole /64: they count as one.
@@ -189,6 +249,14 @@ impl FailureCounter {
         );
     }
 
+    /// Takes back one failure of `key`'s current window.
+    fn forgive(&self, key: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(window) = entries.get_mut(key) {
+            window.failures = window.failures.saturating_sub(1);
+        }
+    }
+
     fn clear(&self, key: &str) {
         self.entries
             .lock()
@@ -217,6 +285,9 @@ mod tests {
         let left = counter.blocked("a").expect("blocked after 3 failures");
         assert!((1..=60).contains(&left), "{left}");
         assert_eq!(counter.blocked("b"), None);
+        counter.forgive("a");
+        assert_eq!(counter.blocked("a"), None);
+        counter.record("a");
         counter.clear("a");
         assert_eq!(counter.blocked("a"), None);
     }

@@ -155,11 +155,9 @@ pub async fn login(
     let parsed = client_id.parse::<CredentialId>().ok();
     // Only names that can exist are counted per client: others would fill the counter.
     let counted = (client_id == ADMIN_CLIENT_ID || parsed.is_some()).then_some(client_id);
-    limits.check(counted, address)?;
-    let refuse = || {
-        limits.record_failure(counted, address);
-        invalid_credentials()
-    };
+    // Counted as failed until it succeeds, so concurrent attempts cannot overtake the limit.
+    limits.begin_attempt(counted, address)?;
+    let refuse = invalid_credentials;
 
     if client_id == ADMIN_CLIENT_ID {
         let admin_secret = &state.settings.auth.admin_secret;
@@ -168,7 +166,7 @@ pub async fn login(
         {
             return Err(refuse());
         }
-        limits.record_success(client_id);
+        limits.record_success(client_id, address);
         return Ok(state.tokens.sign(ADMIN_SUBJECT, Role::Admin, ttl, None));
     }
 
@@ -183,19 +181,11 @@ pub async fn login(
     let hash = found
         .as_ref()
         .map_or_else(|| limits.decoy_hash().to_owned(), |f| f.secret_hash.clone());
-    let permit = limits.verification_slot().await?;
-    let secret = client_secret.to_owned();
-    let verified = tokio::task::spawn_blocking(move || {
-        let verified = crypto::verify_password(&secret, &hash);
-        drop(permit);
-        verified
-    })
-    .await
-    .map_err(ApiError::internal)?;
+    let verified = limits.verify(client_secret.to_owned(), hash).await?;
     let Some(found) = found.filter(|_| verified) else {
         return Err(refuse());
     };
-    limits.record_success(client_id);
+    limits.record_success(client_id, address);
     if found.tenant_status == TenantStatus::Suspended {
         return Err(ApiError::new(
             ErrorCode::TenantSuspended,

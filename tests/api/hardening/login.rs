@@ -222,3 +222,23 @@ async fn an_unknown_client_id_costs_what_a_wrong_secret_costs() {
         "unknown id {unknown:?} vs wrong secret {known:?}"
     );
 }
+
+#[tokio::test]
+async fn concurrent_attempts_cannot_overtake_the_failure_limit() {
+    let app = app_with(
+        "[auth]\nlogin_max_failures_per_client = 3\nlogin_max_failures_per_address = 1000\n",
+    )
+    .await;
+    let (client, _) = credential(&app).await;
+    let replies =
+        futures_util::future::join_all((0..12).map(|_| login(&app, &client, "wrong", None))).await;
+    let checked = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::UNAUTHORIZED)
+        .count();
+    assert_eq!(checked, 3, "{replies:?}");
+    replies
+        .iter()
+        .filter(|r| r.status != StatusCode::UNAUTHORIZED)
+        .for_each(assert_throttled);
+}
