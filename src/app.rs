@@ -5,13 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::Server;
+use actix_web::http::KeepAlive;
+use actix_web::middleware::from_fn;
 use actix_web::{App as ActixApp, HttpServer, web};
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tracing_actix_web::TracingLogger;
 
 use crate::agents::Agents;
-use crate::auth::TokenKeys;
+use crate::auth::{LoginLimits, TokenKeys};
 use crate::config::Settings;
 use crate::crypto::{self, SecretBox};
 use crate::engine::Engine;
@@ -30,6 +32,7 @@ pub struct AppState {
     pub store: Store,
     pub agents: Agents,
     pub tokens: TokenKeys,
+    pub login_limits: LoginLimits,
     pub secrets: SecretBox,
     pub engine: Arc<Engine>,
     /// The configured MCP servers; connected once the app is built to serve.
@@ -51,6 +54,9 @@ impl AppState {
         }
         let tokens = load_token_keys(&settings, &store).await?;
         let secrets = load_secret_box(&settings, &store).await?;
+        let login_limits = LoginLimits::new(&settings.auth)
+            .await
+            .context("cannot prepare the login limits")?;
         let mcp = McpRegistry::new(&settings.mcp_servers);
         let agents = Agents::from_settings(&settings.agents, &mcp);
         let engine = Engine::new(
@@ -66,6 +72,7 @@ impl AppState {
             store,
             agents,
             tokens,
+            login_limits,
             secrets,
             engine,
             mcp,
@@ -163,15 +170,25 @@ impl App {
             0 => std::thread::available_parallelism().map_or(2, usize::from),
             n => n,
         };
+        let server_settings = &state.settings.server;
+        let keep_alive = match server_settings.keep_alive_seconds {
+            0 => KeepAlive::Disabled,
+            n => KeepAlive::Timeout(Duration::from_secs(n)),
+        };
+        let header_timeout = Duration::from_secs(server_settings.header_read_timeout_seconds);
         let data = state.clone();
         let server = HttpServer::new(move || {
             ActixApp::new()
                 .wrap(http::error_handlers())
+                .wrap(from_fn(http::request_limits))
                 .wrap(TracingLogger::<http::RequestSpan>::new())
+                .wrap(from_fn(http::forwarded::strip_untrusted))
                 .app_data(data.clone())
                 .configure(|cfg| http::configure(cfg, &data.settings))
         })
         .workers(workers)
+        .keep_alive(keep_alive)
+        .client_request_timeout(header_timeout)
         // SSE frames are small writes: without this, Nagle holds each one back until the
         // client acknowledges the previous (up to 40 ms on a reused connection).
         .tcp_nodelay(true)

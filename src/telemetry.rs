@@ -1,8 +1,16 @@
 //! Logging: text for terminals, JSON for containers; `RUST_LOG` overrides `log.level`.
+//! Text records are written one per line whatever the logged values hold: control
+//! characters in a record (a newline or an ANSI escape in a client-supplied name) are
+//! escaped, and nothing is coloured.
 
+use std::io::{self, Write};
+
+use tracing::Subscriber;
+use tracing_subscriber::Layer;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry};
 
@@ -29,14 +37,117 @@ where
                     .with_writer(writer),
             )
             .try_init(),
-        LogFormat::Text => registry
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_span_events(FmtSpan::CLOSE)
-                    .with_writer(writer),
-            )
-            .try_init(),
+        LogFormat::Text => registry.with(text_layer(writer)).try_init(),
     };
     // A second initialization (tests building several apps) keeps the first subscriber.
     let _ = result;
+}
+
+fn text_layer<S, W>(writer: W) -> impl Layer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_writer(Escaping(writer))
+}
+
+/// Hands out writers that escape control characters.
+struct Escaping<M>(M);
+
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Escaping<M> {
+    type Writer = EscapingWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        EscapingWriter(self.0.make_writer())
+    }
+}
+
+/// The formatter writes each record with one `write_all`: every control character but
+/// the record's final newline is written as an escape (`\n`, `\0`, `\x1b`, `\u{9b}`).
+struct EscapingWriter<W>(W);
+
+impl<W: Write> Write for EscapingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let (record, end): (&[u8], &[u8]) = match buf.strip_suffix(b"\n") {
+            Some(record) => (record, b"\n"),
+            None => (buf, b""),
+        };
+        let text = String::from_utf8_lossy(record);
+        if !text.chars().any(char::is_control) {
+            self.0.write_all(buf)?;
+            return Ok(buf.len());
+        }
+        let mut escaped = String::with_capacity(text.len() + 16);
+        for c in text.chars() {
+            match c {
+                '\n' => escaped.push_str("\\n"),
+                '\r' => escaped.push_str("\\r"),
+                '\t' => escaped.push_str("\\t"),
+                '\0' => escaped.push_str("\\0"),
+                c if u32::from(c) < 0x80 && c.is_control() => {
+                    escaped.push_str(&format!("\\x{:02x}", u32::from(c)));
+                }
+                c if c.is_control() => escaped.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+                c => escaped.push(c),
+            }
+        }
+        self.0.write_all(escaped.as_bytes())?;
+        self.0.write_all(end)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn text_records_stay_on_one_line_with_control_characters_escaped() {
+        let capture = Capture::default();
+        let writer = capture.clone();
+        let subscriber = Registry::default().with(text_layer(move || writer.clone()));
+        let forged = "x\n2026-01-01T00:00:00Z  INFO agentry: admin logged in\u{1b}[31m\0\u{9b}";
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(agent = %forged, "unknown agent {forged}");
+            tracing::info!("second record");
+        });
+        let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = logs.lines().collect();
+        assert_eq!(lines.len(), 2, "{logs}");
+        assert!(
+            !logs.chars().any(|c| c.is_control() && c != '\n'),
+            "{logs:?}"
+        );
+        assert!(lines.iter().all(|l| !l.starts_with("2026-01-01")), "{logs}");
+        assert!(
+            lines[0].contains(
+                "x\\n2026-01-01T00:00:00Z  INFO agentry: admin logged in\\x1b[31m\\0\\u{9b}"
+            ),
+            "{logs}"
+        );
+        assert!(lines[1].ends_with("second record"), "{logs}");
+    }
 }

@@ -92,6 +92,7 @@ impl TokenKeys {
         validation.set_issuer(&[&settings.issuer]);
         validation.set_audience(&[&settings.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
         validation.leeway = 30;
         Self {
             kid: crypto::fingerprint(current.as_bytes()),
@@ -136,8 +137,8 @@ impl TokenKeys {
         }
     }
 
-    /// Checks the signature (with the key its `kid` names), the algorithm, `exp`, `iss` and
-    /// `aud`, and that subject and role agree. Revocation is the store's business.
+    /// Checks the signature (with the key its `kid` names), the algorithm, `exp`, `nbf`, `iss`
+    /// and `aud`, and that subject and role agree. Revocation is the store's business.
     pub fn verify(&self, token: &str) -> Result<Principal, InvalidToken> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| InvalidToken)?;
         if header.alg != ALGORITHM {

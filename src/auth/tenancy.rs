@@ -1,6 +1,6 @@
 //! Tenant, credential and token operations, shared by the admin API and the CLI.
 
-use std::sync::OnceLock;
+use std::net::IpAddr;
 
 use super::{ADMIN_SUBJECT, Role, SignedToken};
 use crate::app::AppState;
@@ -140,58 +140,59 @@ fn invalid_credentials() -> ApiError {
     )
 }
 
-/// A PHC string to verify against when the client does not exist, so that a wrong
-/// `client_id` costs the same time as a wrong secret.
-fn decoy_hash() -> &'static str {
-    static DECOY: OnceLock<String> = OnceLock::new();
-    DECOY.get_or_init(|| crypto::hash_password(&crypto::random_token(32)))
-}
-
-/// Exchanges client credentials for a short-lived token.
+/// Exchanges client credentials for a short-lived token. Attempts from a client id or
+/// address that failed too often are refused before any secret is checked; a `client_id`
+/// that is not even well-formed is refused without a verification; a well-formed unknown
+/// one is verified against the decoy hash, so it costs what a wrong secret costs.
 pub async fn login(
     state: &AppState,
     client_id: &str,
     client_secret: &str,
+    address: Option<IpAddr>,
 ) -> Result<SignedToken, ApiError> {
+    let limits = &state.login_limits;
     let ttl = state.settings.auth.token_ttl_seconds;
+    let parsed = client_id.parse::<CredentialId>().ok();
+    // Only names that can exist are counted per client: others would fill the counter.
+    let counted = (client_id == ADMIN_CLIENT_ID || parsed.is_some()).then_some(client_id);
+    // Counted as failed until it succeeds, so concurrent attempts cannot overtake the limit.
+    limits.begin_attempt(counted, address)?;
+    let refuse = invalid_credentials;
+
     if client_id == ADMIN_CLIENT_ID {
         let admin_secret = &state.settings.auth.admin_secret;
         if admin_secret.is_empty()
             || !crypto::constant_time_eq(admin_secret.expose().as_bytes(), client_secret.as_bytes())
         {
-            return Err(invalid_credentials());
+            return Err(refuse());
         }
+        limits.record_success(client_id, address);
         return Ok(state.tokens.sign(ADMIN_SUBJECT, Role::Admin, ttl, None));
     }
 
-    let found = match client_id.parse::<CredentialId>() {
-        Ok(id) => match state.store.get_login_credential(&id).await {
-            Ok(found) => Some((id, found)),
-            Err(StoreError::NotFound) => None,
-            Err(e) => return Err(e.into()),
-        },
-        Err(_) => None,
+    let Some(id) = parsed else {
+        return Err(refuse());
+    };
+    let found = match state.store.get_login_credential(&id).await {
+        Ok(found) => Some(found),
+        Err(StoreError::NotFound) => None,
+        Err(e) => return Err(e.into()),
     };
     let hash = found
         .as_ref()
-        .map_or_else(|| decoy_hash().to_owned(), |(_, f)| f.secret_hash.clone());
-    let secret = client_secret.to_owned();
-    let verified = tokio::task::spawn_blocking(move || crypto::verify_password(&secret, &hash))
-        .await
-        .map_err(ApiError::internal)?;
-    let Some((credential, found)) = found.filter(|_| verified) else {
-        return Err(invalid_credentials());
+        .map_or_else(|| limits.decoy_hash().to_owned(), |f| f.secret_hash.clone());
+    let verified = limits.verify(client_secret.to_owned(), hash).await?;
+    let Some(found) = found.filter(|_| verified) else {
+        return Err(refuse());
     };
+    limits.record_success(client_id, address);
     if found.tenant_status == TenantStatus::Suspended {
         return Err(ApiError::new(
             ErrorCode::TenantSuspended,
             "this tenant is suspended",
         ));
     }
-    Ok(state.tokens.sign(
-        found.tenant_id.as_str(),
-        Role::Tenant,
-        ttl,
-        Some(&credential),
-    ))
+    Ok(state
+        .tokens
+        .sign(found.tenant_id.as_str(), Role::Tenant, ttl, Some(&id)))
 }

@@ -17,6 +17,16 @@ pub struct AuthSettings {
     pub issuer: String,
     pub audience: String,
     pub public_meta: bool,
+    /// Password verifications (argon2) running at once, over all clients.
+    pub login_max_concurrent_checks: usize,
+    /// How long a login waits for a verification slot before 429 (milliseconds).
+    pub login_queue_timeout_ms: u64,
+    /// Failed logins per `client_id`, and per client address, within the window.
+    pub login_max_failures_per_client: u32,
+    pub login_max_failures_per_address: u32,
+    pub login_failure_window_seconds: u64,
+    /// Most client ids and addresses the failure counters remember.
+    pub login_tracked_keys: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -62,6 +72,29 @@ impl AuthSettings {
         }
         if self.audience.is_empty() {
             return Err(ConfigError::new("auth.audience", "must not be empty"));
+        }
+        for (key, value) in [
+            (
+                "auth.login_max_concurrent_checks",
+                self.login_max_concurrent_checks as u64,
+            ),
+            (
+                "auth.login_max_failures_per_client",
+                u64::from(self.login_max_failures_per_client),
+            ),
+            (
+                "auth.login_max_failures_per_address",
+                u64::from(self.login_max_failures_per_address),
+            ),
+            (
+                "auth.login_failure_window_seconds",
+                self.login_failure_window_seconds,
+            ),
+            ("auth.login_tracked_keys", self.login_tracked_keys as u64),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(key, "must be at least 1"));
+            }
         }
         Ok(())
     }

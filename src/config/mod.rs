@@ -12,6 +12,7 @@ mod agents;
 mod auth;
 mod engine;
 mod mcp;
+mod net;
 mod options;
 mod providers;
 mod schema;
@@ -27,6 +28,7 @@ pub use agents::{AgentSettings, HistorySettings, ImageInput};
 pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings, parse_key};
 pub use engine::EngineSettings;
 pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
+pub use net::IpNet;
 pub use options::{OptionKind, OptionSettings};
 pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSettings};
 pub use schema::SchemaPartSettings;
@@ -185,6 +187,20 @@ impl Settings {
                 "server.max_body_bytes",
                 "must be at least 1024",
             ));
+        }
+        for (key, value) in [
+            (
+                "server.header_read_timeout_seconds",
+                self.server.header_read_timeout_seconds,
+            ),
+            (
+                "server.body_read_timeout_seconds",
+                self.server.body_read_timeout_seconds,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(key, "must be at least 1"));
+            }
         }
         let url = self.database.url.expose();
         if !(url.starts_with("sqlite:")

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use super::IpNet;
+
 use super::Secret;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -11,6 +13,14 @@ pub struct ServerSettings {
     pub bind: String,
     pub workers: usize,
     pub max_body_bytes: usize,
+    /// Longest a request head may take to arrive (seconds).
+    pub header_read_timeout_seconds: u64,
+    /// Longest a request body may take to arrive after its head (seconds); then 408.
+    pub body_read_timeout_seconds: u64,
+    /// How long an idle keep-alive connection stays open (seconds); 0 closes it.
+    pub keep_alive_seconds: u64,
+    /// Peers whose forwarding headers (`Forwarded`, `X-Forwarded-*`) are believed.
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

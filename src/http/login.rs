@@ -54,7 +54,8 @@ pub async fn issue_token(
             "only `client_credentials` is supported",
         ));
     }
-    let signed = auth::login(&state, &request.client_id, &request.client_secret).await?;
+    let address = super::forwarded::client_ip(&req, &state.settings);
+    let signed = auth::login(&state, &request.client_id, &request.client_secret, address).await?;
     Ok(HttpResponse::Ok()
         .insert_header(("Cache-Control", "no-store"))
         .json(TokenResponse {

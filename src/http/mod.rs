@@ -7,6 +7,8 @@ mod agentscope;
 mod body;
 mod cursor;
 mod files;
+pub mod forwarded;
+mod limits;
 mod login;
 mod ops;
 mod pagination;
@@ -24,6 +26,7 @@ use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
 
 pub use body::{parse_json, parse_optional_json};
+pub use limits::{MAX_HEADER_BYTES, request_limits};
 
 /// The response header that names the turn a streamed response belongs to.
 pub const TURN_ID_HEADER: &str = "Agentry-Turn-Id";

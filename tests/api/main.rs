@@ -12,6 +12,7 @@ mod auth;
 mod compaction;
 mod deployment;
 mod errors;
+mod hardening;
 mod history_pages;
 mod isolation;
 mod lifecycle;

@@ -66,12 +66,6 @@ pub async fn session_for_run(
     }
 }
 
-/// `scheme://host` of the request, for absolute URLs.
-pub fn base_url(req: &HttpRequest) -> String {
-    let info = req.connection_info();
-    format!("{}://{}", info.scheme(), info.host())
-}
-
 pub async fn get_session(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
@@ -88,7 +82,7 @@ pub async fn get_session(
         .list_history(&auth.tenant_id, &session.id, HistoryType::Full)
         .await?;
     let id = session_uuid(&session);
-    let base = base_url(&req);
+    let base = crate::http::forwarded::base_url(&req, &state.settings);
     Ok(HttpResponse::Ok().json(SessionObject {
         history: (0..history.len())
             .map(|position| format!("{base}/acp/sessions/{id}/history/{position}"))
@@ -121,6 +115,6 @@ pub async fn get_history_message(
         &message,
         stored_at,
         &session.agent,
-        &base_url(&req),
+        &crate::http::forwarded::base_url(&req, &state.settings),
     )))
 }
