@@ -53,11 +53,26 @@ pub struct NewCredential {
     pub client_secret: String,
 }
 
+/// A credential's or token's optional name: at most 200 characters, none of them control
+/// characters (U+0000 included: PostgreSQL cannot store it).
+fn check_label(name: Option<&str>) -> Result<(), ApiError> {
+    match name {
+        Some(name) if name.chars().count() > 200 || name.chars().any(char::is_control) => {
+            Err(ApiError::invalid(
+                "name",
+                "must be at most 200 characters, none of them control characters",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub async fn create_credential(
     state: &AppState,
     tenant: &TenantId,
     name: Option<String>,
 ) -> Result<NewCredential, ApiError> {
+    check_label(name.as_deref())?;
     state
         .store
         .get_tenant(tenant)
@@ -101,6 +116,7 @@ pub async fn issue_api_token(
     ttl_seconds: Option<u64>,
     name: Option<String>,
 ) -> Result<IssuedApiToken, ApiError> {
+    check_label(name.as_deref())?;
     let ttl = ttl_seconds.unwrap_or(state.settings.auth.api_key_ttl_seconds);
     if ttl == 0 || ttl > MAX_TOKEN_TTL_SECONDS {
         return Err(ApiError::invalid(

@@ -85,6 +85,36 @@ async fn names_ids_and_keys_with_nul_are_refused_naming_the_field() {
         )
         .await;
     refused(&acp, "session_id");
+    // A credential's and a token's name, through the admin API.
+    let (tenant, _) = app.new_tenant().await;
+    for what in ["credentials", "tokens"] {
+        let named = app
+            .post(
+                &format!("/admin/tenants/{tenant}/{what}"),
+                &app.admin_token,
+                json!({"name": NUL}),
+            )
+            .await;
+        assert_eq!(
+            named.status,
+            StatusCode::BAD_REQUEST,
+            "{what}: {}",
+            named.text
+        );
+        assert_eq!(named.body["error"]["field"], "name", "{what}");
+    }
+    for path in [
+        format!("/admin/tenants/{tenant}/credentials/cred_%00"),
+        format!("/admin/tenants/{tenant}/tokens/tok_%00"),
+    ] {
+        let missing = app.delete(&path, &app.admin_token).await;
+        assert_eq!(
+            missing.status,
+            StatusCode::NOT_FOUND,
+            "{path}: {}",
+            missing.text
+        );
+    }
     // Keys in paths name nothing.
     for path in [
         "/agentscope/sessions/a%00b/messages",
