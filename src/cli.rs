@@ -149,10 +149,12 @@ fn tenant_arg(raw: &str) -> anyhow::Result<TenantId> {
 
 async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> {
     let state = AppState::init(settings).await?;
-    let api = |e: crate::error::ApiError| anyhow::anyhow!(e.message);
+    let api = |e: auth::AuthError| anyhow::anyhow!(e.to_string());
     match command {
         AdminCommand::CreateTenant { name, raw } => {
-            let tenant = auth::create_tenant(&state, &name).await.map_err(api)?;
+            let tenant = auth::create_tenant(&state.store, &name)
+                .await
+                .map_err(api)?;
             if raw {
                 println!("{}", tenant.id);
             } else {
@@ -161,7 +163,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
         }
         AdminCommand::CreateCredential { tenant, name } => {
             let tenant = tenant_arg(&tenant)?;
-            let created = auth::create_credential(&state, &tenant, name)
+            let created = auth::create_credential(&state.store, &tenant, name)
                 .await
                 .map_err(api)?;
             print_json(&created);
@@ -173,9 +175,16 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             raw,
         } => {
             let tenant = tenant_arg(&tenant)?;
-            let issued = auth::issue_api_token(&state, &tenant, ttl, name)
-                .await
-                .map_err(api)?;
+            let issued = auth::issue_api_token(
+                &state.store,
+                &state.tokens,
+                &state.settings.auth,
+                &tenant,
+                ttl,
+                name,
+            )
+            .await
+            .map_err(api)?;
             if raw {
                 println!("{}", issued.token);
             } else {

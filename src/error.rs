@@ -187,6 +187,30 @@ impl ResponseError for ApiError {
     }
 }
 
+impl From<crate::auth::AuthError> for ApiError {
+    fn from(error: crate::auth::AuthError) -> Self {
+        use crate::auth::AuthError;
+        match error {
+            AuthError::Invalid(field) => field.into(),
+            AuthError::NotFound(what) => ApiError::not_found(what),
+            AuthError::Conflict(message) => ApiError::new(ErrorCode::Conflict, message),
+            AuthError::InvalidCredentials => ApiError::new(
+                ErrorCode::InvalidCredentials,
+                "invalid client_id or client_secret",
+            ),
+            AuthError::TenantSuspended => {
+                ApiError::new(ErrorCode::TenantSuspended, "this tenant is suspended")
+            }
+            AuthError::TooManyAttempts {
+                message,
+                retry_after,
+            } => ApiError::new(ErrorCode::TooManyRequests, message).retry_after(retry_after),
+            AuthError::Store(store) => store.into(),
+            AuthError::Internal(what) => ApiError::internal(anyhow::anyhow!(what)),
+        }
+    }
+}
+
 impl From<crate::engine::EngineError> for ApiError {
     fn from(error: crate::engine::EngineError) -> Self {
         use crate::engine::EngineError;

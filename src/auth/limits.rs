@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
+use super::AuthError;
 use crate::config::AuthSettings;
 use crate::crypto;
-use crate::error::{ApiError, ErrorCode};
 
 /// The login limits and the decoy hash, built once at start-up.
 pub struct LoginLimits {
@@ -69,16 +69,15 @@ impl LoginLimits {
         &self,
         client_id: Option<&str>,
         address: Option<IpAddr>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), AuthError> {
         let blocked = address
             .and_then(|a| self.per_address.blocked(&address_key(a)))
             .or_else(|| client_id.and_then(|c| self.per_client.blocked(c)));
         match blocked {
-            Some(seconds) => Err(ApiError::new(
-                ErrorCode::TooManyRequests,
-                "too many failed login attempts; retry later",
-            )
-            .retry_after(seconds)),
+            Some(seconds) => Err(AuthError::TooManyAttempts {
+                message: "too many failed login attempts; retry later",
+                retry_after: seconds,
+            }),
             None => {
                 if let Some(address) = address {
                     self.per_address.record(&address_key(address));
@@ -102,18 +101,17 @@ impl LoginLimits {
     /// Verifies `secret` against a PHC `hash` once one of the checker threads is free,
     /// waiting at most `login_queue_timeout_ms` for one. A client that leaves meanwhile
     /// does not free its slot before its verification ends.
-    pub async fn verify(&self, secret: String, hash: String) -> Result<bool, ApiError> {
+    pub async fn verify(&self, secret: String, hash: String) -> Result<bool, AuthError> {
         let permit =
             match tokio::time::timeout(self.queue_timeout, self.checks.clone().acquire_owned())
                 .await
             {
                 Ok(Ok(permit)) => permit,
                 _ => {
-                    return Err(ApiError::new(
-                        ErrorCode::TooManyRequests,
-                        "too many logins are being checked; retry shortly",
-                    )
-                    .retry_after(1));
+                    return Err(AuthError::TooManyAttempts {
+                        message: "too many logins are being checked; retry shortly",
+                        retry_after: 1,
+                    });
                 }
             };
         let (reply, verified) = oneshot::channel();
@@ -124,10 +122,10 @@ impl LoginLimits {
                 reply,
                 _permit: permit,
             })
-            .map_err(|_| ApiError::internal(anyhow::anyhow!("the password checkers stopped")))?;
+            .map_err(|_| AuthError::Internal("the password checkers stopped"))?;
         verified
             .await
-            .map_err(|_| ApiError::internal(anyhow::anyhow!("a password check failed")))
+            .map_err(|_| AuthError::Internal("a password check failed"))
     }
 }
 

@@ -2,15 +2,14 @@
 
 use std::net::IpAddr;
 
-use super::{ADMIN_SUBJECT, Role, SignedToken};
-use crate::app::AppState;
-use crate::config::MAX_TOKEN_TTL_SECONDS;
+use super::error::{AuthError, or_missing};
+use super::{ADMIN_SUBJECT, LoginLimits, Role, SignedToken, TokenKeys};
+use crate::config::{AuthSettings, MAX_TOKEN_TTL_SECONDS};
 use crate::crypto;
-use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::model::{
     ApiToken, Credential, CredentialId, FieldError, Tenant, TenantId, TenantStatus,
 };
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 
 /// The `client_id` of the built-in admin client.
 pub const ADMIN_CLIENT_ID: &str = "admin";
@@ -29,19 +28,19 @@ pub fn validate_tenant_name(name: &str) -> Result<String, FieldError> {
     Ok(name.to_owned())
 }
 
-pub async fn create_tenant(state: &AppState, name: &str) -> Result<Tenant, ApiError> {
+pub async fn create_tenant(store: &Store, name: &str) -> Result<Tenant, AuthError> {
     let tenant = Tenant {
         id: TenantId::generate(),
         name: validate_tenant_name(name)?,
         status: TenantStatus::Active,
         created_at: crate::model::now(),
     };
-    match state.store.insert_tenant(&tenant).await {
-        Err(StoreError::Conflict(_)) => Err(ApiError::new(
-            ErrorCode::Conflict,
-            format!("a tenant named `{}` already exists", tenant.name),
-        )),
-        other => other.map(|()| tenant).map_err(ApiError::from),
+    match store.insert_tenant(&tenant).await {
+        Err(StoreError::Conflict(_)) => Err(AuthError::Conflict(format!(
+            "a tenant named `{}` already exists",
+            tenant.name
+        ))),
+        other => other.map(|()| tenant).map_err(AuthError::from),
     }
 }
 
@@ -55,10 +54,10 @@ pub struct NewCredential {
 
 /// A credential's or token's optional name: at most 200 characters, none of them control
 /// characters (U+0000 included: PostgreSQL cannot store it).
-fn check_label(name: Option<&str>) -> Result<(), ApiError> {
+fn check_label(name: Option<&str>) -> Result<(), FieldError> {
     match name {
         Some(name) if name.chars().count() > 200 || name.chars().any(char::is_control) => {
-            Err(ApiError::invalid(
+            Err(FieldError::new(
                 "name",
                 "must be at most 200 characters, none of them control characters",
             ))
@@ -68,22 +67,21 @@ fn check_label(name: Option<&str>) -> Result<(), ApiError> {
 }
 
 pub async fn create_credential(
-    state: &AppState,
+    store: &Store,
     tenant: &TenantId,
     name: Option<String>,
-) -> Result<NewCredential, ApiError> {
+) -> Result<NewCredential, AuthError> {
     check_label(name.as_deref())?;
-    state
-        .store
+    store
         .get_tenant(tenant)
         .await
-        .or_not_found("tenant")?;
+        .map_err(or_missing("tenant"))?;
     let secret = crypto::random_token(32);
     let hash = {
         let secret = secret.clone();
         tokio::task::spawn_blocking(move || crypto::hash_password(&secret))
             .await
-            .map_err(ApiError::internal)?
+            .map_err(|_| AuthError::Internal("hashing the client secret failed"))?
     };
     let credential = Credential {
         client_id: CredentialId::generate(),
@@ -91,11 +89,10 @@ pub async fn create_credential(
         name,
         created_at: crate::model::now(),
     };
-    state
-        .store
+    store
         .insert_credential(tenant, &credential, &hash)
         .await
-        .or_not_found("tenant")?;
+        .map_err(or_missing("tenant"))?;
     Ok(NewCredential {
         credential,
         client_secret: secret,
@@ -111,25 +108,27 @@ pub struct IssuedApiToken {
 }
 
 pub async fn issue_api_token(
-    state: &AppState,
+    store: &Store,
+    tokens: &TokenKeys,
+    settings: &AuthSettings,
     tenant: &TenantId,
     ttl_seconds: Option<u64>,
     name: Option<String>,
-) -> Result<IssuedApiToken, ApiError> {
+) -> Result<IssuedApiToken, AuthError> {
     check_label(name.as_deref())?;
-    let ttl = ttl_seconds.unwrap_or(state.settings.auth.api_key_ttl_seconds);
+    let ttl = ttl_seconds.unwrap_or(settings.api_key_ttl_seconds);
     if ttl == 0 || ttl > MAX_TOKEN_TTL_SECONDS {
-        return Err(ApiError::invalid(
+        return Err(FieldError::new(
             "ttl_seconds",
             format!("must be between 1 and {MAX_TOKEN_TTL_SECONDS}"),
-        ));
+        )
+        .into());
     }
-    state
-        .store
+    store
         .get_tenant(tenant)
         .await
-        .or_not_found("tenant")?;
-    let signed = state.tokens.sign(tenant.as_str(), Role::Tenant, ttl, None);
+        .map_err(or_missing("tenant"))?;
+    let signed = tokens.sign(tenant.as_str(), Role::Tenant, ttl, None);
     let record = ApiToken {
         jti: signed.jti.clone(),
         tenant_id: tenant.clone(),
@@ -138,22 +137,22 @@ pub async fn issue_api_token(
         expires_at: signed.expires_at,
         revoked_at: None,
     };
-    state
-        .store
+    store
         .insert_api_token(tenant, &record)
         .await
-        .or_not_found("tenant")?;
+        .map_err(or_missing("tenant"))?;
     Ok(IssuedApiToken {
         token: signed.token,
         record,
     })
 }
 
-fn invalid_credentials() -> ApiError {
-    ApiError::new(
-        ErrorCode::InvalidCredentials,
-        "invalid client_id or client_secret",
-    )
+/// What a login needs besides the credentials.
+pub struct LoginContext<'a> {
+    pub store: &'a Store,
+    pub tokens: &'a TokenKeys,
+    pub settings: &'a AuthSettings,
+    pub limits: &'a LoginLimits,
 }
 
 /// Exchanges client credentials for a short-lived token. Attempts from a client id or
@@ -161,35 +160,40 @@ fn invalid_credentials() -> ApiError {
 /// that is not even well-formed is refused without a verification; a well-formed unknown
 /// one is verified against the decoy hash, so it costs what a wrong secret costs.
 pub async fn login(
-    state: &AppState,
+    context: LoginContext<'_>,
     client_id: &str,
     client_secret: &str,
     address: Option<IpAddr>,
-) -> Result<SignedToken, ApiError> {
-    let limits = &state.login_limits;
-    let ttl = state.settings.auth.token_ttl_seconds;
+) -> Result<SignedToken, AuthError> {
+    let LoginContext {
+        store,
+        tokens,
+        settings,
+        limits,
+    } = context;
+    let ttl = settings.token_ttl_seconds;
     let parsed = client_id.parse::<CredentialId>().ok();
     // Only names that can exist are counted per client: others would fill the counter.
     let counted = (client_id == ADMIN_CLIENT_ID || parsed.is_some()).then_some(client_id);
     // Counted as failed until it succeeds, so concurrent attempts cannot overtake the limit.
     limits.begin_attempt(counted, address)?;
-    let refuse = invalid_credentials;
+    let refuse = || AuthError::InvalidCredentials;
 
     if client_id == ADMIN_CLIENT_ID {
-        let admin_secret = &state.settings.auth.admin_secret;
+        let admin_secret = &settings.admin_secret;
         if admin_secret.is_empty()
             || !crypto::constant_time_eq(admin_secret.expose().as_bytes(), client_secret.as_bytes())
         {
             return Err(refuse());
         }
         limits.record_success(client_id, address);
-        return Ok(state.tokens.sign(ADMIN_SUBJECT, Role::Admin, ttl, None));
+        return Ok(tokens.sign(ADMIN_SUBJECT, Role::Admin, ttl, None));
     }
 
     let Some(id) = parsed else {
         return Err(refuse());
     };
-    let found = match state.store.get_login_credential(&id).await {
+    let found = match store.get_login_credential(&id).await {
         Ok(found) => Some(found),
         Err(StoreError::NotFound) => None,
         Err(e) => return Err(e.into()),
@@ -203,12 +207,7 @@ pub async fn login(
     };
     limits.record_success(client_id, address);
     if found.tenant_status == TenantStatus::Suspended {
-        return Err(ApiError::new(
-            ErrorCode::TenantSuspended,
-            "this tenant is suspended",
-        ));
+        return Err(AuthError::TenantSuspended);
     }
-    Ok(state
-        .tokens
-        .sign(found.tenant_id.as_str(), Role::Tenant, ttl, Some(&id)))
+    Ok(tokens.sign(found.tenant_id.as_str(), Role::Tenant, ttl, Some(&id)))
 }

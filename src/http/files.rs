@@ -4,8 +4,8 @@ use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::error::{ApiError, OrNotFound};
+use crate::http::TenantAuth;
 use crate::model::FileId;
 
 pub async fn get_file(

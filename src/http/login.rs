@@ -55,7 +55,13 @@ pub async fn issue_token(
         ));
     }
     let address = super::forwarded::client_ip(&req, &state.settings);
-    let signed = auth::login(&state, &request.client_id, &request.client_secret, address).await?;
+    let context = auth::LoginContext {
+        store: &state.store,
+        tokens: &state.tokens,
+        settings: &state.settings.auth,
+        limits: &state.login_limits,
+    };
+    let signed = auth::login(context, &request.client_id, &request.client_secret, address).await?;
     Ok(HttpResponse::Ok()
         .insert_header(("Cache-Control", "no-store"))
         .json(TokenResponse {

@@ -5,6 +5,7 @@ mod acp;
 mod admin;
 mod agentscope;
 mod body;
+mod caller;
 mod cursor;
 mod files;
 pub mod forwarded;
@@ -26,6 +27,7 @@ use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
 
 pub use body::{parse_json, parse_optional_json};
+pub use caller::{AdminAuth, TenantAuth, authenticate};
 pub use limits::{MAX_HEADER_BYTES, request_limits};
 
 /// The response header that names the turn a streamed response belongs to.

@@ -6,7 +6,6 @@ use serde_json::{Map, Value, json};
 use super::wire::{AgentInfo, AgentOption, MetaResponse};
 use crate::agents::Agent;
 use crate::app::AppState;
-use crate::auth;
 use crate::config::{ImageInput, OptionKind};
 use crate::engine::REDACTED;
 use crate::error::ApiError;
@@ -16,7 +15,7 @@ pub async fn get_meta(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     if !state.settings.auth.public_meta {
-        auth::authenticate(&state, &req).await?;
+        crate::http::authenticate(&state, &req).await?;
     }
     let agents = state.agents.iter().map(|a| agent_info(a)).collect();
     Ok(HttpResponse::Ok().json(MetaResponse { version: 3, agents }))

@@ -14,9 +14,9 @@ use actix_web::{FromRequest, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
 
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::engine::SessionRef;
 use crate::error::ApiError;
+use crate::http::TenantAuth;
 use crate::model::{Session, SessionId, TenantId};
 
 /// Parses a session id from the path; one that cannot exist is simply not found.

@@ -7,9 +7,9 @@ use super::wire::{CreateSessionRequest, CreateSessionResponse, SessionInfo, Sess
 use super::{PathSession, session_id};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::engine::redact;
 use crate::error::ApiError;
+use crate::http::TenantAuth;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
 use crate::model::HistoryMessage;

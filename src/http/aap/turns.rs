@@ -10,9 +10,9 @@ use super::wire::{PostTurnRequest, PostTurnResponse, TurnInfo, TurnList, parse_i
 use super::{PathSession, session_id};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::engine::{Follow, TurnRequest, turn_messages};
 use crate::error::{ApiError, OrNotFound};
+use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TURN_ID_HEADER, parse_json, sse};

@@ -12,9 +12,9 @@ use super::wire::{
 };
 use crate::agents::Agent;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::config::SchemaPartSettings;
 use crate::error::ApiError;
+use crate::http::TenantAuth;
 
 pub async fn ping(auth: Result<TenantAuth, ApiError>) -> Result<HttpResponse, AcpError> {
     auth?;

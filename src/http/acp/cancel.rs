@@ -6,9 +6,9 @@ use super::error::AcpError;
 use super::replay::{load_run, replay};
 use super::wire::RunStatus;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::engine::EngineError;
 use crate::error::ApiError;
+use crate::http::TenantAuth;
 
 /// `POST /acp/runs/{id}/cancel`: stops a created or running run; an awaiting one ends
 /// with its pending calls answered as cancelled, so the session can go on. 403 for a run

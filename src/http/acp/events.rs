@@ -7,8 +7,8 @@ use super::frame_id::FrameId;
 use super::replay::{Cursor, identity, load_run, replay, sse_response, stream};
 use super::wire::EventList;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::error::ApiError;
+use crate::http::TenantAuth;
 use crate::http::cursor::ResumeFrom;
 
 /// `GET /acp/runs/{id}/events`: `{"events": [...]}` as the reference answers; with

@@ -13,9 +13,9 @@ use super::runs::{parse_body, parse_mode, respond};
 use super::wire::RunStatus;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::engine::{EngineError, InputMessage, PendingCall, TurnRequest};
 use crate::error::ApiError;
+use crate::http::TenantAuth;
 use crate::model::{Content, ContentBlock, ContentEncoding, Part, StreamMode};
 
 /// `POST /acp/runs/{id}`: answers an awaiting run's calls in a new turn of the run.

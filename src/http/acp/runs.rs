@@ -18,9 +18,9 @@ use super::replay::{
 use super::sessions::{check_session_key, session_for_run};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest};
 use crate::error::ApiError;
+use crate::http::TenantAuth;
 use crate::model::Run;
 use crate::model::StreamMode;
 

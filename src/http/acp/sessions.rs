@@ -9,10 +9,10 @@ use super::error::AcpError;
 use super::history::history_message;
 use super::wire::SessionObject;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::config::HistoryType;
 use crate::engine::{self, EngineError, SessionRef};
 use crate::error::ApiError;
+use crate::http::TenantAuth;
 use crate::model::{Session, TenantId};
 
 /// The session's id on this face: its alias when that is a UUID, else its id as one.

@@ -5,8 +5,9 @@ use serde::Deserialize;
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::auth::{self, AdminAuth};
+use crate::auth;
 use crate::error::{ApiError, OrNotFound};
+use crate::http::AdminAuth;
 use crate::http::parse_optional_json;
 use crate::model::CredentialId;
 
@@ -26,7 +27,7 @@ pub async fn create_credential(
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
     let request: CreateCredential = parse_optional_json(&body)?;
-    let created = auth::create_credential(&state, &tenant, request.name).await?;
+    let created = auth::create_credential(&state.store, &tenant, request.name).await?;
     tracing::info!(tenant_id = %tenant, client_id = %created.credential.client_id, "credential created");
     Ok(HttpResponse::Created()
         .insert_header(("Cache-Control", "no-store"))

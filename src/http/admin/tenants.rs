@@ -6,8 +6,9 @@ use serde_json::Value;
 
 use super::tenant_id;
 use crate::app::AppState;
-use crate::auth::{self, AdminAuth};
+use crate::auth;
 use crate::error::{ApiError, OrNotFound};
+use crate::http::AdminAuth;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
 use crate::model::{Tenant, TenantStatus};
@@ -40,7 +41,7 @@ pub async fn create_tenant(
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
     let request: CreateTenant = parse_json(body.into_inner())?;
-    let tenant = auth::create_tenant(&state, &request.name).await?;
+    let tenant = auth::create_tenant(&state.store, &request.name).await?;
     tracing::info!(tenant_id = %tenant.id, "tenant created");
     Ok(HttpResponse::Created().json(tenant))
 }

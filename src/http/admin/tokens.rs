@@ -5,8 +5,9 @@ use serde::Deserialize;
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::auth::{self, AdminAuth};
+use crate::auth;
 use crate::error::{ApiError, OrNotFound};
+use crate::http::AdminAuth;
 use crate::http::parse_optional_json;
 use crate::model::TokenId;
 
@@ -27,7 +28,15 @@ pub async fn issue_token(
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
     let request: IssueToken = parse_optional_json(&body)?;
-    let issued = auth::issue_api_token(&state, &tenant, request.ttl_seconds, request.name).await?;
+    let issued = auth::issue_api_token(
+        &state.store,
+        &state.tokens,
+        &state.settings.auth,
+        &tenant,
+        request.ttl_seconds,
+        request.name,
+    )
+    .await?;
     tracing::info!(tenant_id = %tenant, jti = %issued.record.jti, "API token issued");
     Ok(HttpResponse::Created()
         .insert_header(("Cache-Control", "no-store"))

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::auth::AdminAuth;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::AdminAuth;
 use crate::store::UsageTotals;
 
 #[derive(Deserialize)]

@@ -12,12 +12,12 @@ use super::render::{AgentScopeRenderer, ResponseIdentity};
 use super::wire::RefusalEvent;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::auth::TenantAuth;
 use crate::config::HistoryType;
 use crate::engine::{
     EngineError, Follow, SessionRef, TurnRequest, scoped_key, split_input, unscoped_key,
 };
 use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
 use crate::http::sse::{self, Frame};
 use crate::model::{

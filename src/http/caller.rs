@@ -6,8 +6,8 @@ use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
 use tracing_actix_web::RootSpan;
 
-use super::Principal;
 use crate::app::AppState;
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::model::TenantId;
 use crate::store::AuthState;
