@@ -1,5 +1,8 @@
-//! The protocol-independent core: sessions, the turn runner, the event log and its
-//! followers, recovery and shutdown.
+//! The protocol-independent core: sessions (by id, UUID or client key), the turn runner,
+//! runs (chains of turns a protocol answers one request with, kept with their status by
+//! the event writer), the event log and its followers, tenants' turns when they are
+//! suspended or deleted, recovery and shutdown. Faces parse their wire format, call these
+//! operations and render the events; no protocol's state lives outside them.
 
 mod agent_loop;
 mod assemble;
