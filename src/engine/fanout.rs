@@ -4,15 +4,48 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::model::{Event, SessionId};
 
 /// Per-session broadcast of committed events. A subscriber that falls more than `capacity`
-/// events behind is told it lagged and reads the log instead, so memory stays bounded.
+/// events behind is told it lagged and reads the log instead, so memory stays bounded. A
+/// session's channel lives while it has subscribers.
 #[derive(Debug)]
 pub struct Fanout {
     capacity: usize,
     channels: Mutex<HashMap<SessionId, broadcast::Sender<Arc<Event>>>>,
+}
+
+/// One subscriber of a session's events; the session's channel goes with its last one.
+#[derive(Debug)]
+pub struct Subscription {
+    receiver: Option<broadcast::Receiver<Arc<Event>>>,
+    fanout: Arc<Fanout>,
+    session: SessionId,
+}
+
+impl Subscription {
+    pub async fn recv(&mut self) -> Result<Arc<Event>, RecvError> {
+        match self.receiver.as_mut() {
+            Some(receiver) => receiver.recv().await,
+            None => Err(RecvError::Closed),
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // Under the map's lock, so a concurrent subscribe either counts or comes after.
+        let mut channels = self.fanout.channels.lock().expect("fanout lock");
+        drop(self.receiver.take());
+        if channels
+            .get(&self.session)
+            .is_some_and(|sender| sender.receiver_count() == 0)
+        {
+            channels.remove(&self.session);
+        }
+    }
 }
 
 impl Fanout {
@@ -23,12 +56,17 @@ impl Fanout {
         }
     }
 
-    pub fn subscribe(&self, session: &SessionId) -> broadcast::Receiver<Arc<Event>> {
+    pub fn subscribe(self: &Arc<Self>, session: &SessionId) -> Subscription {
         let mut channels = self.channels.lock().expect("fanout lock");
-        channels
+        let receiver = channels
             .entry(session.clone())
             .or_insert_with(|| broadcast::channel(self.capacity).0)
-            .subscribe()
+            .subscribe();
+        Subscription {
+            receiver: Some(receiver),
+            fanout: self.clone(),
+            session: session.clone(),
+        }
     }
 
     /// Closes the session's channel: its followers' streams end.
@@ -38,16 +76,45 @@ impl Fanout {
 
     /// Sends committed events to the session's subscribers, if it has any.
     pub fn publish(&self, session: &SessionId, events: &[Arc<Event>]) {
-        let mut channels = self.channels.lock().expect("fanout lock");
+        let channels = self.channels.lock().expect("fanout lock");
         let Some(sender) = channels.get(session) else {
             return;
         };
-        if sender.receiver_count() == 0 {
-            channels.remove(session);
-            return;
-        }
         for event in events {
             let _ = sender.send(event.clone());
         }
+    }
+
+    /// How many sessions have a channel now.
+    pub fn channel_count(&self) -> usize {
+        self.channels.lock().expect("fanout lock").len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sessions_channel_goes_with_its_last_subscriber() {
+        let fanout = Arc::new(Fanout::new(8));
+        let sessions: Vec<SessionId> = (0..100).map(|_| SessionId::generate()).collect();
+        let first: Vec<Subscription> = sessions.iter().map(|s| fanout.subscribe(s)).collect();
+        let second = fanout.subscribe(&sessions[0]);
+        assert_eq!(fanout.channel_count(), 100);
+        drop(first);
+        assert_eq!(
+            fanout.channel_count(),
+            1,
+            "a session with a subscriber keeps its channel"
+        );
+        drop(second);
+        assert_eq!(fanout.channel_count(), 0);
+        fanout.publish(&sessions[0], &[]);
+        assert_eq!(
+            fanout.channel_count(),
+            0,
+            "publishing to no one creates nothing"
+        );
     }
 }

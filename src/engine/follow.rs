@@ -4,11 +4,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use futures_util::Stream;
-use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::fanout::Fanout;
+use super::fanout::{Fanout, Subscription};
 use crate::model::{Event, SessionId, TenantId, TurnId};
 use crate::store::{Store, StoreError};
 
@@ -40,7 +39,7 @@ pub fn follow(
     fanout: Arc<Fanout>,
     shutdown: CancellationToken,
     follow: Follow,
-    fresh: Option<broadcast::Receiver<Arc<Event>>>,
+    fresh: Option<Subscription>,
 ) -> impl Stream<Item = Result<Arc<Event>, StoreError>> {
     async_stream::try_stream! {
         let replay = fresh.is_none();

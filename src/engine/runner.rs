@@ -86,7 +86,7 @@ pub struct Permission {
 pub struct StartedTurn {
     pub turn: Turn,
     /// For a new turn: subscribed before it could write, so following it needs no replay.
-    live: Option<tokio::sync::broadcast::Receiver<Arc<Event>>>,
+    live: Option<super::fanout::Subscription>,
 }
 
 impl StartedTurn {
@@ -625,6 +625,11 @@ impl Engine {
         if tokio::time::timeout(limit, ended).await.is_err() {
             tracing::warn!(tenant_id = %tenant, "turns of a stopped tenant did not end in time");
         }
+    }
+
+    /// How many sessions have live followers now (a channel each).
+    pub fn live_sessions(&self) -> usize {
+        self.fanout.channel_count()
     }
 
     /// Ends the live streams of these sessions (their data is gone).

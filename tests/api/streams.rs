@@ -295,3 +295,35 @@ async fn idle_streams_carry_keep_alive_comments() {
     .unwrap();
     assert_eq!(&chunk[..], b": keep-alive\n\n");
 }
+
+#[tokio::test]
+async fn a_sessions_live_channel_goes_when_its_last_follower_leaves() {
+    let app = crate::helpers::spawn_app_on(
+        std::sync::Arc::new(crate::helpers::TestDb::new().await),
+        "[engine]\nsse_keep_alive_seconds = 1\n",
+    )
+    .await;
+    let (_, token) = app.new_tenant().await;
+    let mut followers = Vec::new();
+    for _ in 0..50 {
+        let session = app
+            .create_session(&token, json!({"agent": {"name": "echo"}}))
+            .await;
+        followers.push(
+            app.stream(&format!("/sessions/{session}/events"), &token, None)
+                .await,
+        );
+    }
+    assert_eq!(app.state.engine.live_sessions(), 50);
+    drop(followers);
+    // The server learns that a client left when its next keep-alive cannot be written.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while app.state.engine.live_sessions() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} channels remain",
+            app.state.engine.live_sessions()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
