@@ -181,6 +181,47 @@ impl TestDb {
             TestDb::Sqlite { url, .. } | TestDb::Postgres { url, .. } => url,
         }
     }
+
+    /// Runs statements on the test database directly (for fixtures of older schemas).
+    pub async fn execute(&self, statements: &[String]) {
+        use sqlx::Connection;
+        if self.url().starts_with("sqlite:") {
+            let mut db = sqlx::SqliteConnection::connect(self.url()).await.unwrap();
+            for sql in statements {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+                    .execute(&mut db)
+                    .await
+                    .unwrap();
+            }
+        } else {
+            let mut db = sqlx::PgConnection::connect(self.url()).await.unwrap();
+            for sql in statements {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+                    .execute(&mut db)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    /// The one value a query reads from the test database directly, as text.
+    pub async fn scalar(&self, sql: &str) -> String {
+        use sqlx::Connection;
+        let sql = format!("SELECT CAST(({sql}) AS TEXT)");
+        if self.url().starts_with("sqlite:") {
+            let mut db = sqlx::SqliteConnection::connect(self.url()).await.unwrap();
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .fetch_one(&mut db)
+                .await
+                .unwrap()
+        } else {
+            let mut db = sqlx::PgConnection::connect(self.url()).await.unwrap();
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .fetch_one(&mut db)
+                .await
+                .unwrap()
+        }
+    }
 }
 
 impl Drop for TestDb {

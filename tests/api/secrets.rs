@@ -131,7 +131,6 @@ async fn a_sealed_option_cannot_be_moved_to_another_session() {
 
 #[tokio::test]
 async fn a_turns_stored_request_hash_is_keyed_and_idempotent_retries_still_match() {
-    use sqlx::Connection;
     let app = crate::helpers::spawn_app().await;
     let (_, token) = app.new_tenant().await;
     let session = app
@@ -160,20 +159,12 @@ async fn a_turns_stored_request_hash_is_keyed_and_idempotent_retries_still_match
     let reused = send(&other).await.unwrap();
     assert_eq!(reused.status(), StatusCode::UNPROCESSABLE_ENTITY);
 
-    let query = format!("SELECT request_hash FROM turns WHERE id = '{turn}'");
-    let stored: String = if app.db.url().starts_with("sqlite:") {
-        let mut db = sqlx::SqliteConnection::connect(app.db.url()).await.unwrap();
-        sqlx::query_scalar(sqlx::AssertSqlSafe(query))
-            .fetch_one(&mut db)
-            .await
-            .unwrap()
-    } else {
-        let mut db = sqlx::PgConnection::connect(app.db.url()).await.unwrap();
-        sqlx::query_scalar(sqlx::AssertSqlSafe(query))
-            .fetch_one(&mut db)
-            .await
-            .unwrap()
-    };
+    let stored = app
+        .db
+        .scalar(&format!(
+            "SELECT request_hash FROM turns WHERE id = '{turn}'"
+        ))
+        .await;
     // Neither the digest of the body as sent nor of the body as parsed: a reader of the
     // database cannot test guesses of a secret option against it.
     assert_eq!(stored.len(), 64);

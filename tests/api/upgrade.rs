@@ -1,30 +1,8 @@
 //! Upgrading a database an earlier release wrote: its data survives each migration.
 
-use sqlx::Connection;
-
 use crate::helpers::{TestDb, test_settings};
 use agentry::model::{RunId, RunStatus, TenantId, TurnId};
 use agentry::store::Store;
-
-async fn execute(db: &TestDb, statements: &[String]) {
-    if db.url().starts_with("sqlite:") {
-        let mut connection = sqlx::SqliteConnection::connect(db.url()).await.unwrap();
-        for sql in statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-                .execute(&mut connection)
-                .await
-                .unwrap();
-        }
-    } else {
-        let mut connection = sqlx::PgConnection::connect(db.url()).await.unwrap();
-        for sql in statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-                .execute(&mut connection)
-                .await
-                .unwrap();
-        }
-    }
-}
 
 /// An ACP run as the previous schema kept it: its turns, the last one stopped as given.
 fn acp_run(tenant: &str, turns: &[(&TurnId, &str, Option<&str>)], cancelled: bool) -> Vec<String> {
@@ -88,7 +66,7 @@ async fn acp_runs_of_the_previous_schema_become_engine_runs_with_their_turns_and
     sql.extend(acp_run(tenant.as_str(), &awaiting, false));
     sql.extend(acp_run(tenant.as_str(), &cancelled, true));
     sql.extend(acp_run(tenant.as_str(), &interrupted, false));
-    execute(&db, &sql).await;
+    db.execute(&sql).await;
 
     let applied = store.migrate().await.unwrap();
     assert!(applied.contains(&7), "{applied:?}");

@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::json;
-use sqlx::Connection;
 
 use super::await_resume::{answers, app_with_gpt, awaiting_run, resume, tool_session};
 use super::{acp_user, post_raw, reply_of, run};
@@ -284,20 +283,8 @@ async fn a_kill_while_runs_are_created_leaves_every_turn_with_its_run() {
     assert_eq!(unfinished, 0, "runs left unfinished after recovery");
 }
 
-async fn count(db: &TestDb, sql: &'static str) -> i64 {
-    if db.url().starts_with("sqlite:") {
-        let mut connection = sqlx::SqliteConnection::connect(db.url()).await.unwrap();
-        sqlx::query_scalar(sql)
-            .fetch_one(&mut connection)
-            .await
-            .unwrap()
-    } else {
-        let mut connection = sqlx::PgConnection::connect(db.url()).await.unwrap();
-        sqlx::query_scalar(sql)
-            .fetch_one(&mut connection)
-            .await
-            .unwrap()
-    }
+async fn count(db: &TestDb, sql: &str) -> i64 {
+    db.scalar(sql).await.parse().unwrap()
 }
 
 #[tokio::test]
@@ -375,9 +362,7 @@ async fn deleting_a_tenant_mid_turn_ends_its_streams_and_removes_everything() {
         .await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
     for table in ["sessions", "turns", "events", "history", "runs"] {
-        let sql: &'static str = Box::leak(
-            format!("SELECT COUNT(*) FROM {table} WHERE tenant_id = '{tenant}'").into_boxed_str(),
-        );
-        assert_eq!(count(&db, sql).await, 0, "{table}");
+        let sql = format!("SELECT COUNT(*) FROM {table} WHERE tenant_id = '{tenant}'");
+        assert_eq!(count(&db, &sql).await, 0, "{table}");
     }
 }
