@@ -110,6 +110,45 @@ impl From<figment::Error> for ConfigError {
     }
 }
 
+/// The settings of a layered configuration. An error inside an agent that serde reports
+/// at the agent's table (a provider's key has the wrong type: the flattened provider loses
+/// the path) is traced to its key by reading the agent without each key in turn.
+fn extract(figment: &Figment) -> Result<Settings, ConfigError> {
+    let error = match figment.extract::<Settings>() {
+        Ok(settings) => return Ok(settings),
+        Err(error) => error,
+    };
+    let mut reported = ConfigError::from(error.clone());
+    if let [agents, index] = error.path.as_slice()
+        && agents == "agents"
+        && !matches!(
+            error.kind,
+            figment::error::Kind::UnknownField(..) | figment::error::Kind::UnknownVariant(..)
+        )
+        && let Some(key) = agent_key_at_fault(figment, index, &error)
+    {
+        reported.key = format!("agents.{index}.{key}");
+    }
+    Err(reported)
+}
+
+fn agent_key_at_fault(figment: &Figment, index: &str, error: &figment::Error) -> Option<String> {
+    let agents = figment.find_value("agents").ok()?;
+    let table = agents
+        .as_array()?
+        .get(index.parse::<usize>().ok()?)?
+        .as_dict()?;
+    table.keys().find_map(|key| {
+        let mut without = table.clone();
+        without.remove(key);
+        let value = figment::value::Value::from(without);
+        match value.deserialize::<AgentSettings>() {
+            Err(other) if other.kind.to_string() == error.kind.to_string() => None,
+            _ => Some(key.clone()),
+        }
+    })
+}
+
 impl Settings {
     /// Loads the embedded defaults, then `file` (which must exist if given), then the
     /// environment, and validates the result.
@@ -125,7 +164,7 @@ impl Settings {
             figment = figment.merge(Toml::file_exact(file));
         }
         figment = figment.merge(Env::prefixed("AGENTRY__").split("__"));
-        let mut settings: Settings = figment.extract()?;
+        let mut settings = extract(&figment)?;
         settings.resolve_environment(|name| std::env::var(name).ok())?;
         settings.validate()?;
         Ok(settings)
@@ -143,7 +182,7 @@ impl Settings {
         for layer in layers {
             figment = figment.merge(Toml::string(layer));
         }
-        let mut settings: Settings = figment.extract()?;
+        let mut settings = extract(&figment)?;
         settings.resolve_environment(|name| std::env::var(name).ok())?;
         settings.validate()?;
         Ok(settings)

@@ -158,6 +158,11 @@ fn an_agent_takes_only_its_own_providers_keys() {
     assert_eq!(err.key, "agents.0.base_url");
     let err = Settings::from_toml(&format!("{echo}chunk_size = 0")).unwrap_err();
     assert_eq!(err.key, "agents[0].chunk_size");
+    // A provider's key of the wrong type is named, though serde reports it at the agent.
+    let err = Settings::from_toml(&format!("{echo}chunk_size = \"big\"")).unwrap_err();
+    assert_eq!(err.key, "agents.0.chunk_size", "{}", err.message);
+    let err = Settings::from_toml(&format!("{echo}delay_ms = -3\nthinking = true")).unwrap_err();
+    assert_eq!(err.key, "agents.0.delay_ms", "{}", err.message);
     let settings = Settings::from_toml(&format!("{echo}chunk_size = 3\nthinking = true")).unwrap();
     let ProviderSettings::Echo(echo) = &settings.agents[0].provider else {
         panic!("an echo agent");
