@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_actix_web::TracingLogger;
 
 use crate::agents::Agents;
-use crate::auth::{LoginLimits, TokenKeys};
+use crate::auth::{AuthCache, LoginLimits, TokenKeys};
 use crate::config::Settings;
 use crate::crypto::{self, SecretBox};
 use crate::engine::Engine;
@@ -33,6 +33,7 @@ pub struct AppState {
     pub agents: Agents,
     pub tokens: TokenKeys,
     pub login_limits: LoginLimits,
+    pub auth_cache: AuthCache,
     pub secrets: SecretBox,
     pub engine: Arc<Engine>,
     /// The configured MCP servers; connected once the app is built to serve.
@@ -67,12 +68,14 @@ impl AppState {
             settings.tools.clone(),
             mcp.clone(),
         );
+        let auth_cache = AuthCache::new(Duration::from_millis(settings.auth.state_cache_ttl_ms));
         Ok(AppState {
             settings,
             store,
             agents,
             tokens,
             login_limits,
+            auth_cache,
             secrets,
             engine,
             mcp,

@@ -193,14 +193,11 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
         }
         AdminCommand::ListTenants => {
             let mut tenants = Vec::new();
-            let mut after: Option<String> = None;
+            let mut after = None;
             loop {
-                let page = Page {
-                    after: after.as_deref(),
-                    limit: 200,
-                };
+                let page = Page { after, limit: 200 };
                 let (batch, more) = state.store.list_tenants(page).await?;
-                after = batch.last().map(|t| t.id.to_string());
+                after = batch.last().map(|t| t.id.to_uuid());
                 tenants.extend(batch);
                 if !more {
                     break;

@@ -122,7 +122,7 @@ impl TokenKeys {
             role,
             iat: issued_at.timestamp(),
             exp,
-            jti: jti.clone(),
+            jti,
             cid: credential.cloned(),
         };
         let mut header = Header::new(ALGORITHM);
@@ -179,7 +179,7 @@ mod tests {
     fn tokens_verify_with_their_key_and_after_rotation() {
         let old = keys("old-secret-old-secret-old-secret-0", &[]);
         let tenant = TenantId::generate();
-        let signed = old.sign(tenant.as_str(), Role::Tenant, 60, None);
+        let signed = old.sign(&tenant.to_string(), Role::Tenant, 60, None);
         assert!(matches!(
             old.verify(&signed.token),
             Ok(Principal::Tenant { tenant_id, .. }) if tenant_id == tenant

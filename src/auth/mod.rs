@@ -2,11 +2,13 @@
 //! shared by the admin API and the CLI. Its operations return [`AuthError`]; the HTTP
 //! layer's extractors (`http::TenantAuth`, `http::AdminAuth`) and error mapping sit above.
 
+mod cache;
 mod error;
 mod jwt;
 mod limits;
 mod tenancy;
 
+pub use cache::AuthCache;
 pub use error::AuthError;
 pub use jwt::{ADMIN_SUBJECT, Claims, InvalidToken, Principal, Role, SignedToken, TokenKeys};
 pub use limits::LoginLimits;

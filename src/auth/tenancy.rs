@@ -85,7 +85,7 @@ pub async fn create_credential(
     };
     let credential = Credential {
         client_id: CredentialId::generate(),
-        tenant_id: tenant.clone(),
+        tenant_id: *tenant,
         name,
         created_at: crate::model::now(),
     };
@@ -128,10 +128,10 @@ pub async fn issue_api_token(
         .get_tenant(tenant)
         .await
         .map_err(or_missing("tenant"))?;
-    let signed = tokens.sign(tenant.as_str(), Role::Tenant, ttl, None);
+    let signed = tokens.sign(&tenant.to_string(), Role::Tenant, ttl, None);
     let record = ApiToken {
-        jti: signed.jti.clone(),
-        tenant_id: tenant.clone(),
+        jti: signed.jti,
+        tenant_id: *tenant,
         name,
         created_at: signed.issued_at,
         expires_at: signed.expires_at,
@@ -209,5 +209,5 @@ pub async fn login(
     if found.tenant_status == TenantStatus::Suspended {
         return Err(AuthError::TenantSuspended);
     }
-    Ok(tokens.sign(found.tenant_id.as_str(), Role::Tenant, ttl, Some(&id)))
+    Ok(tokens.sign(&found.tenant_id.to_string(), Role::Tenant, ttl, Some(&id)))
 }

@@ -27,6 +27,9 @@ pub struct AuthSettings {
     pub login_failure_window_seconds: u64,
     /// Most client ids and addresses the failure counters remember.
     pub login_tracked_keys: usize,
+    /// How long a token's state (revoked, tenant suspended) read from the database is
+    /// trusted without asking again (milliseconds; 0 asks on every request).
+    pub state_cache_ttl_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -95,6 +98,12 @@ impl AuthSettings {
             if value == 0 {
                 return Err(ConfigError::new(key, "must be at least 1"));
             }
+        }
+        if self.state_cache_ttl_ms > 60_000 {
+            return Err(ConfigError::new(
+                "auth.state_cache_ttl_ms",
+                "must be at most 60000",
+            ));
         }
         Ok(())
     }

@@ -18,6 +18,7 @@ use crate::model::{
     Content, EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage,
 };
 use crate::providers::{self, ModelEvent, ModelRequest};
+use crate::store::Deltas;
 use crate::store::StoreError;
 use crate::tools;
 
@@ -42,10 +43,10 @@ impl<'a> TurnLog<'a> {
             .engine
             .writer
             .append(Append {
-                tenant: self.turn.tenant_id.clone(),
-                session: self.turn.session_id.clone(),
-                turn: self.turn.id.clone(),
-                run: self.turn.run_id.clone(),
+                tenant: self.turn.tenant_id,
+                session: self.turn.session_id,
+                turn: self.turn.id,
+                run: self.turn.run_id,
                 events,
                 history,
             })
@@ -531,9 +532,10 @@ pub(super) async fn interrupt_orphan(engine: &Engine, turn: &Turn) -> Result<(),
                 Some(&turn.id),
                 after,
                 1000,
+                Deltas::Merged,
             )
             .await?;
-        let full = page.len() == 1000;
+        let full = page.len() >= 1000;
         if let Some(last) = page.last() {
             after = last.seq;
         }

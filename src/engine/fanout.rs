@@ -59,13 +59,13 @@ impl Fanout {
     pub fn subscribe(self: &Arc<Self>, session: &SessionId) -> Subscription {
         let mut channels = self.channels.lock().expect("fanout lock");
         let receiver = channels
-            .entry(session.clone())
+            .entry(*session)
             .or_insert_with(|| broadcast::channel(self.capacity).0)
             .subscribe();
         Subscription {
             receiver: Some(receiver),
             fanout: self.clone(),
-            session: session.clone(),
+            session: *session,
         }
     }
 

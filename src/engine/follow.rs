@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fanout::{Fanout, Subscription};
 use crate::model::{Event, SessionId, TenantId, TurnId};
+use crate::store::Deltas;
 use crate::store::{Store, StoreError};
 
 /// Events read from the log per query.
@@ -23,6 +24,8 @@ pub struct Follow {
     pub turn: Option<TurnId>,
     /// Events with a seq greater than this.
     pub after: i64,
+    /// How the log gives finished messages' deltas.
+    pub deltas: Deltas,
 }
 
 /// The events after the cursor: first from the log, then live until the client leaves,
@@ -65,9 +68,16 @@ pub fn follow(
             }
             if read_log {
                 let page = store
-                    .list_events(&follow.tenant, &follow.session, follow.turn.as_ref(), last, PAGE)
+                    .list_events(
+                        &follow.tenant,
+                        &follow.session,
+                        follow.turn.as_ref(),
+                        last,
+                        PAGE,
+                        follow.deltas,
+                    )
                     .await?;
-                read_log = page.len() as i64 == PAGE;
+                read_log = page.len() as i64 >= PAGE;
                 backlog.extend(page);
                 continue;
             }

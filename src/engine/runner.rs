@@ -25,6 +25,7 @@ use crate::model::{
     Event, HistoryMessage, Run, RunId, RunStatus, Session, SessionId, StreamMode, TenantId, Turn,
     TurnError, TurnId, TurnStatus, Usage,
 };
+use crate::store::Deltas;
 use crate::store::{RUN_NOT_AWAITING, RunLink, Store, StoreError};
 
 /// Which run a turn being admitted belongs to.
@@ -211,10 +212,11 @@ impl Engine {
         started: StartedTurn,
     ) -> impl Stream<Item = Result<Arc<Event>, StoreError>> + use<> {
         let what = Follow {
-            tenant: started.turn.tenant_id.clone(),
-            session: started.turn.session_id.clone(),
-            turn: Some(started.turn.id.clone()),
+            tenant: started.turn.tenant_id,
+            session: started.turn.session_id,
+            turn: Some(started.turn.id),
             after: 0,
+            deltas: Deltas::Merged,
         };
         follow(
             self.store.clone(),
@@ -323,7 +325,7 @@ impl Engine {
         let run_id = match &run {
             RunPart::None => None,
             RunPart::New => Some(Run::id_for(&id)),
-            RunPart::Resume(run) => Some(run.clone()),
+            RunPart::Resume(run) => Some(*run),
         };
         let link = match (&run, &run_id) {
             (RunPart::New, Some(id)) => RunLink::New(id),
@@ -336,9 +338,9 @@ impl Engine {
             .any(|m| !matches!(m, InputMessage::User { .. }));
         let turn = Turn {
             id,
-            tenant_id: tenant.clone(),
-            session_id: session_id.clone(),
-            run_id: run_id.clone(),
+            tenant_id: *tenant,
+            session_id: *session_id,
+            run_id,
             status: TurnStatus::Queued,
             stream: request.stream,
             stop_reason: None,
@@ -387,11 +389,11 @@ impl Engine {
                 other => Err(other.into()),
             };
         }
-        let control = Arc::new(TurnControl::new(tenant.clone()));
+        let control = Arc::new(TurnControl::new(*tenant));
         self.controls
             .lock()
             .expect("controls lock")
-            .insert(turn.id.clone(), control.clone());
+            .insert(turn.id, control.clone());
         // Subscribed before the turn can write anything: its follower needs no replay.
         let live = self.fanout.subscribe(session_id);
         let engine = self.clone();
@@ -535,7 +537,7 @@ impl Engine {
                 (n < max).then_some(n + 1)
             })
             .map_err(|_| EngineError::QueueFull)?;
-        by_tenant.insert(tenant.clone(), mine + 1);
+        by_tenant.insert(*tenant, mine + 1);
         Ok(())
     }
 
@@ -554,7 +556,7 @@ impl Engine {
         self.tenants
             .lock()
             .expect("tenant limits lock")
-            .entry(tenant.clone())
+            .entry(*tenant)
             .or_insert_with(|| {
                 Arc::new(Semaphore::new(
                     self.settings.max_concurrent_turns_per_tenant,
@@ -681,10 +683,11 @@ impl Engine {
         limit: Duration,
     ) -> Result<Turn, EngineError> {
         let events = self.follow(Follow {
-            tenant: tenant.clone(),
-            session: session.clone(),
-            turn: Some(turn_id.clone()),
+            tenant: *tenant,
+            session: *session,
+            turn: Some(*turn_id),
             after: 0,
+            deltas: Deltas::Merged,
         });
         let drained = events.for_each(|_| async {});
         let _ = tokio::time::timeout(limit, drained).await;

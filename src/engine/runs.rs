@@ -30,7 +30,6 @@ impl Engine {
         let id = started
             .turn
             .run_id
-            .clone()
             .ok_or(EngineError::IdempotencyMismatch)?;
         Ok((self.get_run(tenant, &id).await?, started))
     }
@@ -47,12 +46,7 @@ impl Engine {
             return Err(EngineError::RunNotAwaiting(run.status));
         }
         let started = self
-            .admit(
-                tenant,
-                &run.session_id,
-                request,
-                RunPart::Resume(id.clone()),
-            )
+            .admit(tenant, &run.session_id, request, RunPart::Resume(*id))
             .await?;
         Ok((self.get_run(tenant, id).await?, started))
     }
@@ -100,9 +94,9 @@ impl Engine {
             .await?;
         let turn = Turn {
             id: TurnId::generate(),
-            tenant_id: run.tenant_id.clone(),
-            session_id: run.session_id.clone(),
-            run_id: Some(run.id.clone()),
+            tenant_id: run.tenant_id,
+            session_id: run.session_id,
+            run_id: Some(run.id),
             status: TurnStatus::Queued,
             stream: StreamMode::Delta,
             stop_reason: None,

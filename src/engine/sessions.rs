@@ -131,7 +131,7 @@ impl Engine {
             }
         };
         match reference {
-            SessionRef::Id(id) => by_id(id.clone()).await,
+            SessionRef::Id(id) => by_id(*id).await,
             SessionRef::Uuid(uuid) => match by_id(SessionId::from_uuid(*uuid)).await? {
                 Some(session) => Ok(Some(session)),
                 None => self.find_by_alias(tenant, reference).await,
@@ -258,7 +258,7 @@ impl Engine {
         let now = crate::model::now();
         let session = Session {
             id,
-            tenant_id: tenant.clone(),
+            tenant_id: *tenant,
             agent: agent.name().to_owned(),
             server_tools: resolved.server_tools,
             options: resolved.options,

@@ -1,5 +1,10 @@
 //! The event log's single writer: group-commits appends from every running turn, assigns
 //! per-session sequence numbers, and publishes events only once they are durable.
+//!
+//! Every delta is durable before it is published. When a message's `message_stop` is
+//! committed, its deltas are stored again as one event per run of consecutive deltas of one
+//! kind, in the same transaction that removes the single ones (or instead of writing them,
+//! when they are in the same batch): the log keeps one row where the stream had many.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -10,7 +15,7 @@ use super::fanout::Fanout;
 use crate::model::{
     Event, EventData, HistoryMessage, RunId, SessionId, TenantId, TurnId, scrub_nul,
 };
-use crate::store::{AppendGroup, Backend, Store, StoreError};
+use crate::store::{AppendGroup, Backend, CoalescedDeltas, Store, StoreError};
 
 /// Requests waiting for the writer; senders wait when it is full (back-pressure).
 const QUEUE: usize = 4096;
@@ -54,6 +59,7 @@ impl EventWriter {
             max_batch_events,
             next_seq: HashMap::new(),
             failed_turns: HashSet::new(),
+            open_messages: HashMap::new(),
         };
         tokio::spawn(task.run(inbox));
         EventWriter { requests }
@@ -92,6 +98,95 @@ struct WriterTask {
     /// Turns an append failed for: their later events would leave a hole, so only their
     /// `turn_stop` is still accepted.
     failed_turns: HashSet<TurnId>,
+    /// The deltas of each turn's message in progress, until its `message_stop`.
+    open_messages: HashMap<TurnId, Vec<OpenDelta>>,
+}
+
+/// A delta of a message not yet stopped.
+struct OpenDelta {
+    event: Arc<Event>,
+    stored: Stored,
+}
+
+/// Where a delta of an open message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    /// Only in memory (its append is being prepared).
+    No,
+    /// In an earlier append of the batch being prepared.
+    InBatch,
+    /// Committed singly.
+    Durable,
+}
+
+impl OpenDelta {
+    fn text(&self) -> Option<(bool, &str)> {
+        match &self.event.data {
+            EventData::TextDelta { delta } => Some((false, delta)),
+            EventData::ThinkingDelta { delta } => Some((true, delta)),
+            _ => None,
+        }
+    }
+}
+
+/// What one append stores and what it publishes once stored.
+struct Prepared {
+    group: AppendGroup,
+    published: Vec<Arc<Event>>,
+}
+
+/// Splits a stopped message's deltas into runs of consecutive deltas of one kind: a run of
+/// several becomes one coalesced event (its deltas already in the batch are `unstored`);
+/// a lone delta not yet stored is stored as it is.
+fn coalesce(
+    deltas: Vec<OpenDelta>,
+    stored: &mut Vec<Event>,
+    coalesced: &mut Vec<CoalescedDeltas>,
+    unstored: &mut HashSet<i64>,
+) {
+    let mut runs: Vec<Vec<OpenDelta>> = Vec::new();
+    for delta in deltas {
+        let continues = runs.last().and_then(|run| run.last()).is_some_and(|last| {
+            last.event.seq + 1 == delta.event.seq
+                && last.text().map(|(t, _)| t) == delta.text().map(|(t, _)| t)
+        });
+        match runs.last_mut() {
+            Some(run) if continues => run.push(delta),
+            _ => runs.push(vec![delta]),
+        }
+    }
+    for run in runs {
+        if run.len() == 1 {
+            let delta = run.into_iter().next().expect("one delta");
+            if delta.stored == Stored::No {
+                stored.push((*delta.event).clone());
+            }
+            continue;
+        }
+        let Some((thinking, _)) = run[0].text() else {
+            continue;
+        };
+        let mut text = String::new();
+        let mut lengths = Vec::with_capacity(run.len());
+        for delta in &run {
+            let part = delta.text().map_or("", |(_, t)| t);
+            text.push_str(part);
+            lengths.push(part.len() as u32);
+        }
+        unstored.extend(
+            run.iter()
+                .filter(|d| d.stored == Stored::InBatch)
+                .map(|d| d.event.seq),
+        );
+        coalesced.push(CoalescedDeltas {
+            thinking,
+            first_seq: run[0].event.seq,
+            text,
+            lengths,
+            created_at: run[0].event.created_at,
+            replaces_stored: run.iter().any(|d| d.stored == Stored::Durable),
+        });
+    }
 }
 
 impl WriterTask {
@@ -160,8 +255,8 @@ impl WriterTask {
     async fn try_commit(
         &mut self,
         batch: &[(Append, Reply)],
-    ) -> Result<Vec<AppendGroup>, StoreError> {
-        let mut groups = Vec::with_capacity(batch.len());
+    ) -> Result<Vec<Vec<Arc<Event>>>, StoreError> {
+        let mut prepared: Vec<Prepared> = Vec::with_capacity(batch.len());
         let mut assigned: HashMap<SessionId, i64> = HashMap::new();
         for (append, _) in batch {
             let next = match assigned.get(&append.session) {
@@ -176,40 +271,93 @@ impl WriterTask {
                     }
                 },
             };
-            let now = crate::model::now();
-            let events: Vec<Event> = append
-                .events
-                .iter()
-                .enumerate()
-                .map(|(i, data)| Event {
-                    session_id: append.session.clone(),
-                    seq: next + i as i64,
-                    turn_id: append.turn.clone(),
-                    data: data.clone().scrubbed(),
-                    created_at: now,
-                })
-                .collect();
-            assigned.insert(append.session.clone(), next + events.len() as i64);
-            groups.push(AppendGroup {
-                tenant: append.tenant.clone(),
-                run: append.run.clone(),
-                events,
-                history: append.history.iter().cloned().map(scrub_nul).collect(),
-            });
+            let mut unstored = HashSet::new();
+            let one = self.prepare(append, next, &mut unstored);
+            if !unstored.is_empty() {
+                // Deltas an earlier append of this batch was to store singly.
+                for earlier in prepared.iter_mut().filter(|p| p.group.turn == append.turn) {
+                    earlier.group.events.retain(|e| !unstored.contains(&e.seq));
+                }
+            }
+            assigned.insert(append.session, next + one.published.len() as i64);
+            prepared.push(one);
         }
+        let groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
         if let Err(error) = self.store.append_events(&groups).await {
             for session in assigned.keys() {
                 self.next_seq.remove(session);
             }
+            for (append, _) in batch {
+                self.open_messages.remove(&append.turn);
+            }
             return Err(error);
         }
         self.next_seq.extend(assigned);
-        Ok(groups)
+        for (append, _) in batch {
+            if let Some(open) = self.open_messages.get_mut(&append.turn) {
+                for delta in open.iter_mut() {
+                    delta.stored = Stored::Durable;
+                }
+            }
+        }
+        Ok(prepared.into_iter().map(|p| p.published).collect())
     }
 
-    fn deliver(&mut self, batch: Vec<(Append, Reply)>, committed: Vec<AppendGroup>) {
-        for ((append, reply), group) in batch.into_iter().zip(committed) {
-            let events: Vec<Arc<Event>> = group.events.into_iter().map(Arc::new).collect();
+    /// The events of an append with their seqs, and what of them is stored: deltas wait in
+    /// `open_messages` until their message stops (stored singly at the end of each append,
+    /// so nothing is published before it is durable).
+    fn prepare(&mut self, append: &Append, next: i64, unstored: &mut HashSet<i64>) -> Prepared {
+        let now = crate::model::now();
+        let open = self.open_messages.entry(append.turn).or_default();
+        let mut stored = Vec::new();
+        let mut coalesced = Vec::new();
+        let mut published = Vec::with_capacity(append.events.len());
+        for (i, data) in append.events.iter().enumerate() {
+            let event = Arc::new(Event {
+                session_id: append.session,
+                seq: next + i as i64,
+                turn_id: append.turn,
+                data: data.clone().scrubbed(),
+                created_at: now,
+            });
+            match &event.data {
+                EventData::TextDelta { .. } | EventData::ThinkingDelta { .. } => {
+                    open.push(OpenDelta {
+                        event: event.clone(),
+                        stored: Stored::No,
+                    });
+                }
+                EventData::MessageStop {} => {
+                    coalesce(std::mem::take(open), &mut stored, &mut coalesced, unstored);
+                    stored.push((*event).clone());
+                }
+                _ => stored.push((*event).clone()),
+            }
+            published.push(event);
+        }
+        for delta in open.iter_mut().filter(|d| d.stored == Stored::No) {
+            stored.push((*delta.event).clone());
+            delta.stored = Stored::InBatch;
+        }
+        if open.is_empty() || append.events.iter().any(EventData::is_turn_stop) {
+            self.open_messages.remove(&append.turn);
+        }
+        Prepared {
+            group: AppendGroup {
+                tenant: append.tenant,
+                session: append.session,
+                turn: append.turn,
+                run: append.run,
+                events: stored,
+                coalesced,
+                history: append.history.iter().cloned().map(scrub_nul).collect(),
+            },
+            published,
+        }
+    }
+
+    fn deliver(&mut self, batch: Vec<(Append, Reply)>, committed: Vec<Vec<Arc<Event>>>) {
+        for ((append, reply), events) in batch.into_iter().zip(committed) {
             self.fanout.publish(&append.session, &events);
             if append.events.iter().any(EventData::is_turn_stop) {
                 self.forget(&append);

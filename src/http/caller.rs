@@ -65,11 +65,11 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Princip
     } = &principal
     {
         if let Some(span) = req.extensions().get::<RootSpan>() {
-            span.record("tenant_id", tenant_id.as_str());
+            span.record("tenant_id", tenant_id.to_string());
         }
         match state
-            .store
-            .auth_state(tenant_id, jti, credential.as_ref())
+            .auth_cache
+            .auth_state(&state.store, tenant_id, jti, credential.as_ref())
             .await?
         {
             AuthState::Active => {}

@@ -18,7 +18,7 @@ pub struct ListQuery {
 
 /// A decoded `ListQuery`.
 pub struct Cursor {
-    after: Option<String>,
+    after: Option<uuid::Uuid>,
     limit: u32,
 }
 
@@ -33,21 +33,23 @@ impl ListQuery {
         }
         let after = match self.after.as_deref() {
             None | Some("") => None,
-            Some(cursor) => Some(decode(cursor).ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::InvalidQuery,
-                    "after: not a cursor this server issued",
-                )
-            })?),
+            Some(cursor) => Some(decode(cursor).and_then(|id| item_uuid(&id)).ok_or_else(
+                || {
+                    ApiError::new(
+                        ErrorCode::InvalidQuery,
+                        "after: not a cursor this server issued",
+                    )
+                },
+            )?),
         };
         Ok(Cursor { after, limit })
     }
 }
 
 impl Cursor {
-    pub fn page(&self) -> Page<'_> {
+    pub fn page(&self) -> Page {
         Page {
-            after: self.after.as_deref(),
+            after: self.after,
             limit: self.limit,
         }
     }
@@ -66,10 +68,19 @@ pub fn decode(cursor: &str) -> Option<String> {
 }
 
 /// `next` for a page: the last item's cursor when more follow.
-pub fn next_cursor<T>(items: &[T], more: bool, id: impl Fn(&T) -> &str) -> Option<String> {
+pub fn next_cursor<T>(items: &[T], more: bool, id: impl Fn(&T) -> String) -> Option<String> {
     if more {
-        items.last().map(|last| encode(id(last)))
+        items.last().map(|last| encode(&id(last)))
     } else {
         None
     }
+}
+
+/// The UUID of a listed item's id (`prefix_` and 32 hex digits), which lists sort by.
+fn item_uuid(id: &str) -> Option<uuid::Uuid> {
+    let (_, hex) = id.rsplit_once('_')?;
+    if hex.len() != 32 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    uuid::Uuid::try_parse(hex).ok()
 }

@@ -8,6 +8,8 @@ use actix_web::HttpResponse;
 use actix_web::web::Bytes;
 use futures_util::{Stream, StreamExt};
 
+use crate::model::TurnId;
+
 /// One SSE frame. `data` is compact JSON (one line).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frame {
@@ -54,7 +56,7 @@ pub const UTF8_EVENT_STREAM: &str = "text/event-stream; charset=utf-8";
 pub fn response<F: Encode + 'static>(
     frames: impl Stream<Item = F> + 'static,
     keep_alive: Duration,
-    turn_id: Option<&str>,
+    turn_id: Option<TurnId>,
 ) -> HttpResponse {
     response_as("text/event-stream", frames, keep_alive, turn_id)
 }
@@ -64,7 +66,7 @@ pub fn response_as<F: Encode + 'static>(
     content_type: &'static str,
     frames: impl Stream<Item = F> + 'static,
     keep_alive: Duration,
-    turn_id: Option<&str>,
+    turn_id: Option<TurnId>,
 ) -> HttpResponse {
     let body = async_stream::stream! {
         // Frames already available go out in one write (a replay is thousands of them).
@@ -90,7 +92,7 @@ pub fn response_as<F: Encode + 'static>(
         .insert_header(("Cache-Control", "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"));
     if let Some(turn_id) = turn_id {
-        response.insert_header((super::TURN_ID_HEADER, turn_id.to_owned()));
+        response.insert_header((super::TURN_ID_HEADER, turn_id.to_string()));
     }
     response.streaming(body)
 }

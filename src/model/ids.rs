@@ -1,7 +1,8 @@
 //! Typed, prefixed, unguessable identifiers.
 //!
-//! An id is its prefix and the 32 hex digits of a UUIDv7: time-ordered (so lists sort by
-//! creation), with 74 random bits, and never a sequential integer.
+//! An id is a UUIDv7: time-ordered (so lists sort by creation), with 74 random bits, and
+//! never a sequential integer. It is `Copy`, stored as the 16 bytes of its UUID (SQLite
+//! BLOB, PostgreSQL `uuid`), and written on the wire as its prefix and 32 hex digits.
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,34 +10,30 @@ use std::str::FromStr;
 macro_rules! typed_id {
     ($(#[$meta:meta])* $name:ident, $prefix:literal) => {
         $(#[$meta])*
-        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::Type)]
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::Type)]
         #[sqlx(transparent)]
-        pub struct $name(String);
+        pub struct $name(uuid::Uuid);
 
         impl $name {
             pub const PREFIX: &'static str = $prefix;
 
             pub fn generate() -> Self {
-                Self(format!("{}{}", $prefix, uuid::Uuid::now_v7().simple()))
-            }
-
-            pub fn as_str(&self) -> &str {
-                &self.0
+                Self(uuid::Uuid::now_v7())
             }
 
             /// The UUID this id is written from (protocols that name things by UUID).
-            pub fn to_uuid(&self) -> uuid::Uuid {
-                uuid::Uuid::parse_str(self.hex()).expect("an id holds 32 hex digits")
+            pub fn to_uuid(self) -> uuid::Uuid {
+                self.0
             }
 
             /// The id written from a UUID.
             pub fn from_uuid(uuid: uuid::Uuid) -> Self {
-                Self(format!("{}{}", $prefix, uuid.simple()))
+                Self(uuid)
             }
 
             /// The 32 hex digits after the prefix.
-            pub fn hex(&self) -> &str {
-                &self.0[$prefix.len()..]
+            pub fn hex(self) -> String {
+                self.0.simple().to_string()
             }
         }
 
@@ -46,7 +43,7 @@ macro_rules! typed_id {
             fn from_str(s: &str) -> Result<Self, InvalidId> {
                 let hex = s.strip_prefix($prefix).ok_or(InvalidId)?;
                 if hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-                    Ok(Self(s.to_owned()))
+                    uuid::Uuid::try_parse(hex).map(Self).map_err(|_| InvalidId)
                 } else {
                     Err(InvalidId)
                 }
@@ -55,25 +52,26 @@ macro_rules! typed_id {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.write_str($prefix)?;
+                fmt::Display::fmt(&self.0.simple(), f)
             }
         }
 
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                fmt::Display::fmt(self, f)
             }
         }
 
         impl serde::Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(&self.0)
+                s.collect_str(self)
             }
         }
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
                 s.parse().map_err(|_| {
                     serde::de::Error::custom(format!("not a valid {} id", $prefix.trim_end_matches('_')))
                 })
@@ -133,9 +131,9 @@ mod tests {
     #[test]
     fn ids_round_trip_and_check_their_prefix() {
         let id = SessionId::generate();
-        assert!(id.as_str().starts_with("sess_"));
-        assert_eq!(id.as_str().parse::<SessionId>().unwrap(), id);
-        assert!(id.as_str().parse::<TenantId>().is_err());
+        assert!(id.to_string().starts_with("sess_"));
+        assert_eq!(id.to_string().parse::<SessionId>().unwrap(), id);
+        assert!(id.to_string().parse::<TenantId>().is_err());
         assert!("sess_123".parse::<SessionId>().is_err());
         assert!(
             "sess_0123456789ABCDEF0123456789abcdef"
@@ -146,22 +144,22 @@ mod tests {
 
     #[test]
     fn every_id_round_trips_through_its_uuid() {
-        fn check<T: std::fmt::Debug + PartialEq + FromStr>(
+        fn check<T: Copy + std::fmt::Debug + PartialEq + FromStr>(
             generate: fn() -> T,
-            to_uuid: fn(&T) -> uuid::Uuid,
+            to_uuid: fn(T) -> uuid::Uuid,
             from_uuid: fn(uuid::Uuid) -> T,
-            hex: fn(&T) -> String,
+            hex: fn(T) -> String,
         ) {
             let id = generate();
-            let uuid = to_uuid(&id);
-            assert_eq!(uuid.simple().to_string(), hex(&id));
+            let uuid = to_uuid(id);
+            assert_eq!(uuid.simple().to_string(), hex(id));
             assert_eq!(from_uuid(uuid), id);
             let hyphenated: uuid::Uuid = uuid.hyphenated().to_string().parse().unwrap();
             assert_eq!(from_uuid(hyphenated), id);
         }
         macro_rules! each {
             ($($ty:ident),*) => {$(
-                check::<$ty>($ty::generate, $ty::to_uuid, $ty::from_uuid, |id| id.hex().to_owned());
+                check::<$ty>($ty::generate, $ty::to_uuid, $ty::from_uuid, $ty::hex);
             )*};
         }
         each!(
@@ -176,7 +174,7 @@ mod tests {
         let turn = TurnId::generate();
         let run = RunId::from_uuid(turn.to_uuid());
         assert_eq!(run.hex(), turn.hex());
-        assert!(run.as_str().starts_with("run_"));
+        assert!(run.to_string().starts_with("run_"));
     }
 
     #[test]

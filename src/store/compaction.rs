@@ -3,6 +3,7 @@
 
 use sqlx::types::Json;
 
+use super::Stamp;
 use super::{Store, StoreError, with_db, with_writer};
 use crate::model::{HistoryMessage, SessionId, TenantId, scrub_nul};
 
@@ -22,8 +23,8 @@ impl Store {
     ) -> Result<CompactedView, StoreError> {
         let overlay: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
             sqlx::query_scalar(
-                "SELECT message FROM compacted_history WHERE tenant_id = $1 AND session_id = $2 \
-                 ORDER BY position",
+                "SELECT c.message FROM compacted_history c JOIN sessions s ON s.id = c.session_id \
+                 WHERE s.tenant_id = $1 AND c.session_id = $2 ORDER BY c.position",
             )
             .bind(tenant)
             .bind(session)
@@ -33,7 +34,7 @@ impl Store {
         let tail: Vec<(i64, Json<HistoryMessage>)> = with_db!(self, |pool| {
             sqlx::query_as(
                 "SELECT h.position, h.message FROM history h JOIN sessions s ON s.id = h.session_id \
-                 WHERE h.tenant_id = $1 AND h.session_id = $2 \
+                 WHERE s.tenant_id = $1 AND h.session_id = $2 \
                  AND h.position > COALESCE(s.compacted_through, -1) ORDER BY h.position",
             )
             .bind(tenant)
@@ -57,21 +58,24 @@ impl Store {
     ) -> Result<(), StoreError> {
         with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
-            sqlx::query("DELETE FROM compacted_history WHERE tenant_id = $1 AND session_id = $2")
-                .bind(tenant)
-                .bind(session)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "DELETE FROM compacted_history WHERE session_id = $2 \
+                 AND EXISTS (SELECT 1 FROM sessions s WHERE s.id = $2 AND s.tenant_id = $1)",
+            )
+            .bind(tenant)
+            .bind(session)
+            .execute(&mut *tx)
+            .await?;
             for (position, message) in overlay.iter().enumerate() {
                 sqlx::query(
-                    "INSERT INTO compacted_history (tenant_id, session_id, position, message, created_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO compacted_history (session_id, position, message, created_at) \
+                     SELECT $2, $3, $4, $5 FROM sessions WHERE id = $2 AND tenant_id = $1",
                 )
                 .bind(tenant)
                 .bind(session)
                 .bind(position as i64)
                 .bind(Json(scrub_nul(message.clone())))
-                .bind(crate::model::now())
+                .bind(Stamp(crate::model::now()))
                 .execute(&mut *tx)
                 .await?;
             }

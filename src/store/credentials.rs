@@ -1,7 +1,6 @@
 //! Client credentials: stored as argon2id hashes, looked up by `client_id` at login.
 
-use chrono::{DateTime, Utc};
-
+use super::Stamp;
 use super::{Store, StoreError, with_db, with_writer};
 use crate::model::{Credential, CredentialId, TenantId, TenantStatus};
 
@@ -10,7 +9,7 @@ struct CredentialRow {
     id: CredentialId,
     tenant_id: TenantId,
     name: Option<String>,
-    created_at: DateTime<Utc>,
+    created_at: Stamp,
 }
 
 impl From<CredentialRow> for Credential {
@@ -19,7 +18,7 @@ impl From<CredentialRow> for Credential {
             client_id: row.id,
             tenant_id: row.tenant_id,
             name: row.name,
-            created_at: row.created_at,
+            created_at: row.created_at.into(),
         }
     }
 }
@@ -51,11 +50,11 @@ impl Store {
                 "INSERT INTO credentials (id, tenant_id, name, secret_hash, created_at) \
                  VALUES ($1, $2, $3, $4, $5)",
             )
-            .bind(&credential.client_id)
+            .bind(credential.client_id)
             .bind(tenant)
             .bind(&credential.name)
             .bind(secret_hash)
-            .bind(credential.created_at)
+            .bind(Stamp(credential.created_at))
             .execute(pool)
             .await
             .map(|r| r.rows_affected())

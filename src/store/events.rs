@@ -6,6 +6,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{QueryBuilder, Sqlite};
 
+use super::Stamp;
 use super::runs::update_run_status;
 use super::turns::APPEND_HISTORY;
 use super::{Db, Store, StoreError, with_db};
@@ -13,15 +14,53 @@ use crate::model::{
     Event, EventData, HistoryMessage, RunId, RunStatus, SessionId, TenantId, TurnId, TurnStatus,
 };
 
-/// What one turn appends at once: events (seq already assigned) and the history messages
-/// they complete.
+/// What one turn appends at once: events (seq already assigned), the deltas its
+/// committed messages coalesce into, and the history messages they complete.
 #[derive(Debug, Clone)]
 pub struct AppendGroup {
     pub tenant: TenantId,
+    pub session: SessionId,
+    pub turn: TurnId,
     /// The run the turn belongs to: its status follows the turn's start and stop.
     pub run: Option<RunId>,
+    /// Events stored as they are (deltas that `coalesced` covers are left out).
     pub events: Vec<Event>,
+    pub coalesced: Vec<CoalescedDeltas>,
     pub history: Vec<HistoryMessage>,
+}
+
+/// Consecutive deltas of one kind (seqs `first_seq..=last_seq`) of a message whose
+/// `message_stop` is in the same append, stored as one event at `last_seq`. Each delta's
+/// length is kept, so a reader whose cursor is inside the range gets exactly the text after
+/// it, as one delta.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoalescedDeltas {
+    pub thinking: bool,
+    pub first_seq: i64,
+    pub text: String,
+    /// The byte length of each delta, in order.
+    pub lengths: Vec<u32>,
+    pub created_at: DateTime<Utc>,
+    /// Whether some of the deltas were stored singly by an earlier append (and must go).
+    pub replaces_stored: bool,
+}
+
+impl CoalescedDeltas {
+    pub fn last_seq(&self) -> i64 {
+        self.first_seq + self.lengths.len() as i64 - 1
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.thinking {
+            "thinking_delta"
+        } else {
+            "text_delta"
+        }
+    }
+
+    fn data(&self) -> Value {
+        serde_json::json!({"delta": self.text, "lengths": self.lengths})
+    }
 }
 
 #[derive(sqlx::FromRow)]
@@ -31,20 +70,82 @@ struct EventRow {
     turn_id: TurnId,
     kind: String,
     data: Json<Value>,
-    created_at: DateTime<Utc>,
+    created_at: Stamp,
 }
 
-impl TryFrom<EventRow> for Event {
-    type Error = StoreError;
+/// How a read gives the deltas a finished message's were coalesced into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deltas {
+    /// One delta per run, holding the text after the reader's cursor.
+    Merged,
+    /// Each delta as it was streamed, with its own seq (for renderers whose frames are
+    /// numbered per delta).
+    AsStreamed,
+}
 
-    fn try_from(row: EventRow) -> Result<Self, StoreError> {
-        Ok(Event {
-            session_id: row.session_id,
-            seq: row.seq,
-            turn_id: row.turn_id,
-            data: EventData::from_parts(&row.kind, row.data.0)?,
-            created_at: row.created_at,
-        })
+impl EventRow {
+    /// The events a reader whose cursor is `after` gets from this row: a coalesced delta
+    /// gives what the reader does not have yet, merged or as streamed.
+    fn push_events(
+        self,
+        after: i64,
+        deltas: Deltas,
+        out: &mut Vec<Event>,
+    ) -> Result<(), StoreError> {
+        let mut data = self.data.0;
+        let Some(lengths) = data.as_object_mut().and_then(|d| d.remove("lengths")) else {
+            out.push(Event {
+                session_id: self.session_id,
+                seq: self.seq,
+                turn_id: self.turn_id,
+                data: EventData::from_parts(&self.kind, data)?,
+                created_at: self.created_at.0,
+            });
+            return Ok(());
+        };
+        let lengths: Vec<u32> = serde_json::from_value(lengths)?;
+        let text = match data.get("delta") {
+            Some(Value::String(text)) => text.as_str(),
+            _ => "",
+        };
+        let corrupt = || {
+            StoreError::Corrupt(format!(
+                "coalesced deltas at seq {} do not match their lengths",
+                self.seq
+            ))
+        };
+        let first = self.seq - lengths.len() as i64 + 1;
+        let mut start = 0;
+        let mut pieces = Vec::with_capacity(lengths.len());
+        for (i, length) in lengths.iter().enumerate() {
+            let end = start + *length as usize;
+            let piece = text.get(start..end).ok_or_else(corrupt)?;
+            pieces.push((first + i as i64, piece));
+            start = end;
+        }
+        if start != text.len() {
+            return Err(corrupt());
+        }
+        let missed = pieces.into_iter().filter(|(seq, _)| *seq > after);
+        let mut make = |seq: i64, delta: String| -> Result<(), StoreError> {
+            out.push(Event {
+                session_id: self.session_id,
+                seq,
+                turn_id: self.turn_id,
+                data: EventData::from_parts(&self.kind, serde_json::json!({ "delta": delta }))?,
+                created_at: self.created_at.0,
+            });
+            Ok(())
+        };
+        match deltas {
+            Deltas::Merged => make(self.seq, missed.map(|(_, piece)| piece).collect())?,
+            Deltas::AsStreamed => {
+                for (seq, piece) in missed {
+                    make(seq, piece.to_owned())?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -52,7 +153,40 @@ impl TryFrom<EventRow> for Event {
 const INSERT_CHUNK: usize = 256;
 
 const INSERT_EVENTS: &str =
-    "INSERT INTO events (tenant_id, session_id, seq, turn_id, kind, data, created_at) ";
+    "INSERT INTO events (session_id, seq, turn_id, kind, data, created_at) ";
+
+/// A row of the events table, as the multi-row insert binds it.
+struct NewRow<'a> {
+    session: SessionId,
+    seq: i64,
+    turn: TurnId,
+    kind: &'static str,
+    data: Value,
+    created_at: &'a DateTime<Utc>,
+}
+
+fn new_rows(groups: &[AppendGroup]) -> Vec<NewRow<'_>> {
+    let mut rows = Vec::new();
+    for group in groups {
+        rows.extend(group.events.iter().map(|event| NewRow {
+            session: group.session,
+            seq: event.seq,
+            turn: group.turn,
+            kind: event.data.kind(),
+            data: event.data.to_data(),
+            created_at: &event.created_at,
+        }));
+        rows.extend(group.coalesced.iter().map(|run| NewRow {
+            session: group.session,
+            seq: run.last_seq(),
+            turn: group.turn,
+            kind: run.kind(),
+            data: run.data(),
+            created_at: &run.created_at,
+        }));
+    }
+    rows
+}
 
 /// A turn's state change implied by an event it appends.
 enum TurnChange<'a> {
@@ -91,7 +225,8 @@ impl Store {
     ) -> Result<i64, StoreError> {
         let max: Option<i64> = with_db!(self, |pool| {
             sqlx::query_scalar(
-                "SELECT MAX(seq) FROM events WHERE tenant_id = $1 AND session_id = $2",
+                "SELECT MAX(e.seq) FROM events e JOIN sessions s ON s.id = e.session_id \
+                 WHERE s.tenant_id = $1 AND e.session_id = $2",
             )
             .bind(tenant)
             .bind(session)
@@ -101,26 +236,24 @@ impl Store {
         Ok(max.unwrap_or(0))
     }
 
-    /// Appends every group in one transaction: the events (multi-row inserts), the history
-    /// messages, and the turn state that `turn_start` / `turn_stop` imply.
+    /// Appends every group in one transaction: the events (multi-row inserts), coalesced
+    /// deltas in place of the single deltas stored before, the history messages, and the
+    /// turn state that `turn_start` / `turn_stop` imply.
     pub async fn append_events(&self, groups: &[AppendGroup]) -> Result<(), StoreError> {
-        let rows: Vec<(&TenantId, &Event)> = groups
-            .iter()
-            .flat_map(|g| g.events.iter().map(move |e| (&g.tenant, e)))
-            .collect();
+        let rows = new_rows(groups);
         match &self.db {
             Db::Sqlite(pools) => {
                 let mut tx = pools.write.begin().await?;
+                delete_coalesced!(tx, groups);
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     let mut insert = QueryBuilder::<Sqlite>::new(INSERT_EVENTS);
-                    insert.push_values(chunk, |mut row, (tenant, event)| {
-                        row.push_bind((*tenant).clone())
-                            .push_bind(event.session_id.clone())
-                            .push_bind(event.seq)
-                            .push_bind(event.turn_id.clone())
-                            .push_bind(event.data.kind())
-                            .push_bind(Json(event.data.to_data()))
-                            .push_bind(event.created_at);
+                    insert.push_values(chunk, |mut b, row| {
+                        b.push_bind(row.session)
+                            .push_bind(row.seq)
+                            .push_bind(row.turn)
+                            .push_bind(row.kind)
+                            .push_bind(Json(&row.data))
+                            .push_bind(Stamp(*row.created_at));
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
@@ -129,16 +262,16 @@ impl Store {
             }
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
+                delete_coalesced!(tx, groups);
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     let mut insert = QueryBuilder::<sqlx::Postgres>::new(INSERT_EVENTS);
-                    insert.push_values(chunk, |mut row, (tenant, event)| {
-                        row.push_bind((*tenant).clone())
-                            .push_bind(event.session_id.clone())
-                            .push_bind(event.seq)
-                            .push_bind(event.turn_id.clone())
-                            .push_bind(event.data.kind())
-                            .push_bind(Json(event.data.to_data()))
-                            .push_bind(event.created_at);
+                    insert.push_values(chunk, |mut b, row| {
+                        b.push_bind(row.session)
+                            .push_bind(row.seq)
+                            .push_bind(row.turn)
+                            .push_bind(row.kind)
+                            .push_bind(Json(&row.data))
+                            .push_bind(Stamp(*row.created_at));
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
@@ -149,8 +282,9 @@ impl Store {
         Ok(())
     }
 
-    /// Up to `limit` events of the session after `after`, in order; only one turn's when
-    /// `turn` is given.
+    /// The session's events after `after`, in order, from up to `limit` stored rows (a
+    /// coalesced row read `AsStreamed` gives several events); only one turn's when `turn` is
+    /// given.
     pub async fn list_events(
         &self,
         tenant: &TenantId,
@@ -158,14 +292,16 @@ impl Store {
         turn: Option<&TurnId>,
         after: i64,
         limit: i64,
+        deltas: Deltas,
     ) -> Result<Vec<Event>, StoreError> {
         let rows: Vec<EventRow> = with_db!(self, |pool| {
             match turn {
                 None => {
                     sqlx::query_as(
-                        "SELECT session_id, seq, turn_id, kind, data, created_at FROM events \
-                         WHERE tenant_id = $1 AND session_id = $2 AND seq > $3 \
-                         ORDER BY seq LIMIT $4",
+                        "SELECT e.session_id, e.seq, e.turn_id, e.kind, e.data, e.created_at \
+                         FROM events e JOIN sessions s ON s.id = e.session_id \
+                         WHERE s.tenant_id = $1 AND e.session_id = $2 AND e.seq > $3 \
+                         ORDER BY e.seq LIMIT $4",
                     )
                     .bind(tenant)
                     .bind(session)
@@ -174,11 +310,15 @@ impl Store {
                     .fetch_all(pool)
                     .await
                 }
+                // A turn's events lie between its first and last seq.
                 Some(turn) => {
                     sqlx::query_as(
-                        "SELECT session_id, seq, turn_id, kind, data, created_at FROM events \
-                         WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $5 AND seq > $3 \
-                         ORDER BY seq LIMIT $4",
+                        "SELECT e.session_id, e.seq, e.turn_id, e.kind, e.data, e.created_at \
+                         FROM turns t JOIN events e ON e.session_id = t.session_id \
+                         WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.id = $5 \
+                         AND e.seq > $3 AND e.seq >= COALESCE(t.first_seq, 0) \
+                         AND e.seq <= COALESCE(t.last_seq, 9223372036854775807) \
+                         AND e.turn_id = $5 ORDER BY e.seq LIMIT $4",
                     )
                     .bind(tenant)
                     .bind(session)
@@ -190,7 +330,11 @@ impl Store {
                 }
             }
         })?;
-        rows.into_iter().map(Event::try_from).collect()
+        let mut events = Vec::with_capacity(rows.len());
+        for row in rows {
+            row.push_events(after, deltas, &mut events)?;
+        }
+        Ok(events)
     }
 }
 
@@ -204,10 +348,10 @@ macro_rules! append_rest {
             for message in &group.history {
                 sqlx::query(APPEND_HISTORY)
                     .bind(&group.tenant)
-                    .bind(&first.session_id)
+                    .bind(group.session)
                     .bind(Json(message))
-                    .bind(first.created_at)
-                    .bind(&first.turn_id)
+                    .bind(Stamp(first.created_at))
+                    .bind(group.turn)
                     .execute(&mut *$tx)
                     .await?;
             }
@@ -219,8 +363,8 @@ macro_rules! append_rest {
                              first_seq = COALESCE(first_seq, $3) \
                              WHERE tenant_id = $4 AND id = $1 AND status = 'queued'",
                         )
-                        .bind(&first.turn_id)
-                        .bind(at)
+                        .bind(group.turn)
+                        .bind(Stamp(at))
                         .bind(seq)
                         .bind(&group.tenant)
                         .execute(&mut *$tx)
@@ -244,12 +388,12 @@ macro_rules! append_rest {
                              usage = $5, finished_at = $6, last_seq = $7, \
                              first_seq = COALESCE(first_seq, $7) WHERE tenant_id = $8 AND id = $1",
                         )
-                        .bind(&first.turn_id)
+                        .bind(group.turn)
                         .bind(status.as_str())
                         .bind(stop_reason.as_str())
                         .bind(error.as_ref().map(Json))
                         .bind(Json(usage))
-                        .bind(at)
+                        .bind(Stamp(at))
                         .bind(seq)
                         .bind(&group.tenant)
                         .execute(&mut *$tx)
@@ -265,3 +409,20 @@ macro_rules! append_rest {
     };
 }
 use append_rest;
+
+/// Removes the single deltas a group's coalesced deltas replace (stored by earlier appends).
+macro_rules! delete_coalesced {
+    ($tx:ident, $groups:expr) => {
+        for group in $groups {
+            for run in group.coalesced.iter().filter(|run| run.replaces_stored) {
+                sqlx::query("DELETE FROM events WHERE session_id = $1 AND seq BETWEEN $2 AND $3")
+                    .bind(group.session)
+                    .bind(run.first_seq)
+                    .bind(run.last_seq())
+                    .execute(&mut *$tx)
+                    .await?;
+            }
+        }
+    };
+}
+use delete_coalesced;

@@ -1,7 +1,6 @@
 //! Part contents stored once per session and served by URL.
 
-use chrono::{DateTime, Utc};
-
+use super::Stamp;
 use super::{Store, StoreError, with_db, with_writer};
 use crate::model::{FileId, SessionId, TenantId};
 
@@ -12,7 +11,7 @@ pub struct StoredFile {
     pub content_type: String,
     pub size: i64,
     pub data: Vec<u8>,
-    pub created_at: DateTime<Utc>,
+    pub created_at: Stamp,
 }
 
 impl Store {
@@ -34,14 +33,14 @@ impl Store {
                  ON CONFLICT (tenant_id, session_id, sha256, content_type) \
                  DO UPDATE SET size = excluded.size RETURNING id",
             )
-            .bind(&id)
+            .bind(id)
             .bind(tenant)
             .bind(session)
             .bind(content_type)
             .bind(&digest)
             .bind(data.len() as i64)
             .bind(data)
-            .bind(crate::model::now())
+            .bind(Stamp(crate::model::now()))
             .fetch_one(pool)
             .await
         })?;

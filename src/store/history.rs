@@ -1,7 +1,10 @@
 //! Reading a session's full and compacted histories.
 
 use chrono::{DateTime, Utc};
+
 use sqlx::types::Json;
+
+use super::Stamp;
 
 use super::{Store, StoreError, with_db};
 use crate::model::HistoryType;
@@ -33,17 +36,19 @@ impl Store {
         let sql = match kind {
             // Positions are 0, 1, 2, …: the offset is a position.
             HistoryType::Full => {
-                "SELECT message FROM history WHERE tenant_id = $1 AND session_id = $2 \
-                 AND position >= $3 ORDER BY position LIMIT $4"
+                "SELECT h.message FROM history h JOIN sessions s ON s.id = h.session_id \
+                 WHERE s.tenant_id = $1 AND h.session_id = $2 \
+                 AND h.position >= $3 ORDER BY h.position LIMIT $4"
             }
             HistoryType::Compacted => {
                 "SELECT message FROM ( \
-                   SELECT 0 AS part, position, message FROM compacted_history \
-                   WHERE tenant_id = $1 AND session_id = $2 \
+                   SELECT 0 AS part, c.position, c.message FROM compacted_history c \
+                   JOIN sessions s ON s.id = c.session_id \
+                   WHERE s.tenant_id = $1 AND c.session_id = $2 \
                    UNION ALL \
                    SELECT 1 AS part, h.position, h.message FROM history h \
                    JOIN sessions s ON s.id = h.session_id \
-                   WHERE h.tenant_id = $1 AND h.session_id = $2 \
+                   WHERE s.tenant_id = $1 AND h.session_id = $2 \
                    AND h.position > COALESCE(s.compacted_through, -1) \
                  ) AS compacted ORDER BY part, position LIMIT $4 OFFSET $3"
             }
@@ -69,8 +74,9 @@ impl Store {
     ) -> Result<Vec<HistoryMessage>, StoreError> {
         let rows: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
             sqlx::query_scalar(
-                "SELECT message FROM history WHERE tenant_id = $1 AND session_id = $2 \
-                 ORDER BY position DESC LIMIT $3",
+                "SELECT h.message FROM history h JOIN sessions s ON s.id = h.session_id \
+                 WHERE s.tenant_id = $1 AND h.session_id = $2 \
+                 ORDER BY h.position DESC LIMIT $3",
             )
             .bind(tenant)
             .bind(session)
@@ -88,10 +94,11 @@ impl Store {
         session: &SessionId,
         position: i64,
     ) -> Result<Option<(HistoryMessage, DateTime<Utc>)>, StoreError> {
-        let row: Option<(Json<HistoryMessage>, DateTime<Utc>)> = with_db!(self, |pool| {
+        let row: Option<(Json<HistoryMessage>, Stamp)> = with_db!(self, |pool| {
             sqlx::query_as(
-                "SELECT message, created_at FROM history \
-                 WHERE tenant_id = $1 AND session_id = $2 AND position = $3",
+                "SELECT h.message, h.created_at FROM history h \
+                 JOIN sessions s ON s.id = h.session_id \
+                 WHERE s.tenant_id = $1 AND h.session_id = $2 AND h.position = $3",
             )
             .bind(tenant)
             .bind(session)
@@ -99,6 +106,6 @@ impl Store {
             .fetch_optional(pool)
             .await
         })?;
-        Ok(row.map(|(Json(message), at)| (message, at)))
+        Ok(row.map(|(Json(message), at)| (message, at.0)))
     }
 }

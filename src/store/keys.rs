@@ -1,5 +1,6 @@
 //! Keys agentry generates for itself when the configuration names none.
 
+use super::Stamp;
 use super::{Store, StoreError, with_db, with_writer};
 
 impl Store {
@@ -17,7 +18,7 @@ impl Store {
             )
             .bind(purpose)
             .bind(candidate)
-            .bind(crate::model::now())
+            .bind(Stamp(crate::model::now()))
             .execute(pool)
             .await?;
             sqlx::query_scalar("SELECT secret FROM instance_keys WHERE purpose = $1")

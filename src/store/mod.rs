@@ -25,15 +25,17 @@ mod migrate;
 mod notes;
 mod runs;
 mod sessions;
+mod stamp;
 mod tenants;
 mod tokens;
 mod turns;
 
 pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
-pub use events::AppendGroup;
+pub use events::{AppendGroup, CoalescedDeltas, Deltas};
 pub use files::StoredFile;
 pub use runs::RunLink;
+pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
 pub use turns::UsageTotals;
 
@@ -205,13 +207,13 @@ fn create_parent_dir(file: &Path) -> Result<(), StoreError> {
 
 /// Keyset pagination: a page of items and whether more follow.
 #[derive(Debug, Clone, Copy)]
-pub struct Page<'a> {
-    /// Only items strictly after (older than) this id.
-    pub after: Option<&'a str>,
+pub struct Page {
+    /// Only items strictly after (older than) the item with this UUID.
+    pub after: Option<uuid::Uuid>,
     pub limit: u32,
 }
 
-impl Page<'_> {
+impl Page {
     /// The `LIMIT` to ask for: one more than the page, to learn whether another follows.
     fn fetch_limit(&self) -> i64 {
         i64::from(self.limit) + 1
@@ -219,7 +221,7 @@ impl Page<'_> {
 }
 
 /// Splits a fetched `limit + 1` rows into the page and whether there is a next one.
-fn finish_page<T>(mut rows: Vec<T>, page: Page<'_>) -> (Vec<T>, bool) {
+fn finish_page<T>(mut rows: Vec<T>, page: Page) -> (Vec<T>, bool) {
     let more = rows.len() > page.limit as usize;
     rows.truncate(page.limit as usize);
     (rows, more)

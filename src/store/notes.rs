@@ -1,5 +1,6 @@
 //! The memory tool's notes: tenant-scoped, kept across sessions.
 
+use super::Stamp;
 use super::{Store, StoreError, with_db, with_writer};
 use crate::model::TenantId;
 
@@ -11,7 +12,7 @@ impl Store {
                 .bind(&id)
                 .bind(tenant)
                 .bind(text)
-                .bind(crate::model::now())
+                .bind(Stamp(crate::model::now()))
                 .execute(pool)
                 .await
                 .map(|r| r.rows_affected())

@@ -2,8 +2,7 @@
 //! resume in the transaction that records the turn. Their status is kept by the event
 //! writer (see `events.rs`) and by turn admission (`turns.rs`).
 
-use chrono::{DateTime, Utc};
-
+use super::Stamp;
 use super::{Store, StoreError, with_db};
 use crate::model::{Run, RunId, RunStatus, SessionId, TenantId, TurnId};
 
@@ -36,10 +35,10 @@ struct RunRow {
     tenant_id: TenantId,
     session_id: SessionId,
     status: String,
-    cancelled_at: Option<DateTime<Utc>>,
+    cancelled_at: Option<Stamp>,
     cancel_turn_id: Option<TurnId>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
+    created_at: Stamp,
+    updated_at: Stamp,
 }
 
 impl Store {
@@ -73,10 +72,10 @@ impl Store {
             session_id: row.session_id,
             status: row.status.parse().map_err(StoreError::Corrupt)?,
             turns,
-            cancelled_at: row.cancelled_at,
+            cancelled_at: row.cancelled_at.map(|s| s.0),
             cancel_turn: row.cancel_turn_id,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
+            created_at: row.created_at.into(),
+            updated_at: row.updated_at.into(),
         })
     }
 
@@ -111,7 +110,7 @@ macro_rules! admit_run {
             .bind(id)
             .bind($tenant)
             .bind(&$turn.session_id)
-            .bind($turn.created_at)
+            .bind($crate::store::Stamp($turn.created_at))
             .execute(&mut *$tx)
             .await?;
         }
@@ -127,7 +126,7 @@ macro_rules! admit_run {
                 .bind($tenant)
                 .bind(&$turn.session_id)
                 .bind(id)
-                .bind($turn.created_at)
+                .bind($crate::store::Stamp($turn.created_at))
                 .execute(&mut *$tx)
                 .await?
                 .rows_affected(),
@@ -141,7 +140,7 @@ macro_rules! admit_run {
                 .bind($tenant)
                 .bind(&$turn.session_id)
                 .bind(id)
-                .bind($turn.created_at)
+                .bind($crate::store::Stamp($turn.created_at))
                 .bind(&$turn.id)
                 .execute(&mut *$tx)
                 .await?
@@ -158,12 +157,12 @@ macro_rules! admit_run {
             sqlx::query(
                 "UPDATE runs SET status = 'completed', updated_at = $4 \
                  WHERE tenant_id = $1 AND session_id = $2 AND status = 'awaiting' \
-                 AND id <> $3",
+                 AND ($3 IS NULL OR id <> $3)",
             )
             .bind($tenant)
             .bind(&$turn.session_id)
-            .bind($run.run().map_or("", |id| id.as_str()))
-            .bind($turn.created_at)
+            .bind($run.run().copied())
+            .bind($crate::store::Stamp($turn.created_at))
             .execute(&mut *$tx)
             .await?;
         }
@@ -180,7 +179,7 @@ macro_rules! update_run_status {
         )
         .bind($tenant)
         .bind($run)
-        .bind($at)
+        .bind($crate::store::Stamp($at))
         .execute(&mut *$tx)
         .await?;
     };
@@ -191,7 +190,7 @@ macro_rules! update_run_status {
         )
         .bind($tenant)
         .bind($run)
-        .bind($at)
+        .bind($crate::store::Stamp($at))
         .bind($status)
         .execute(&mut *$tx)
         .await?;

@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
+use super::Stamp;
 use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{
     HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec, scrub_nul,
@@ -20,8 +20,8 @@ struct SessionRow {
     sealed_options: Json<BTreeMap<String, String>>,
     client_tools: Json<Vec<ToolSpec>>,
     alias: Option<String>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
+    created_at: Stamp,
+    updated_at: Stamp,
 }
 
 impl From<SessionRow> for Session {
@@ -35,8 +35,8 @@ impl From<SessionRow> for Session {
             sealed_options: row.sealed_options.0,
             client_tools: row.client_tools.0,
             alias: row.alias,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
+            created_at: row.created_at.into(),
+            updated_at: row.updated_at.into(),
         }
     }
 }
@@ -59,7 +59,7 @@ impl Store {
                  sealed_options, client_tools, alias, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
             )
-            .bind(&session.id)
+            .bind(session.id)
             .bind(tenant)
             .bind(&session.agent)
             .bind(Json(&session.server_tools))
@@ -67,19 +67,18 @@ impl Store {
             .bind(Json(&session.sealed_options))
             .bind(Json(&session.client_tools))
             .bind(&session.alias)
-            .bind(session.created_at)
+            .bind(Stamp(session.created_at))
             .execute(&mut *tx)
             .await?;
             for (position, message) in seed.iter().enumerate() {
                 sqlx::query(
-                    "INSERT INTO history (tenant_id, session_id, position, message, created_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO history (session_id, position, message, created_at) \
+                     VALUES ($1, $2, $3, $4)",
                 )
-                .bind(tenant)
-                .bind(&session.id)
+                .bind(session.id)
                 .bind(position as i64)
                 .bind(Json(scrub_nul(message.clone())))
-                .bind(session.created_at)
+                .bind(Stamp(session.created_at))
                 .execute(&mut *tx)
                 .await?;
             }
@@ -127,15 +126,15 @@ impl Store {
     pub async fn list_sessions(
         &self,
         tenant: &TenantId,
-        page: Page<'_>,
+        page: Page,
     ) -> Result<(Vec<Session>, bool), StoreError> {
         let rows: Vec<SessionRow> = with_db!(self, |pool| {
             sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 \
-                 AND ($2 = '' OR id < $2) ORDER BY id DESC LIMIT $3"
+                 AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
             )))
             .bind(tenant)
-            .bind(page.after.unwrap_or(""))
+            .bind(page.after)
             .bind(page.fetch_limit())
             .fetch_all(pool)
             .await

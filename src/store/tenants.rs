@@ -1,7 +1,6 @@
 //! Tenants, and the per-request check of a tenant token against stored state.
 
-use chrono::{DateTime, Utc};
-
+use super::Stamp;
 use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{CredentialId, Tenant, TenantId, TenantStatus, TokenId};
 
@@ -10,7 +9,7 @@ struct TenantRow {
     id: TenantId,
     name: String,
     status: String,
-    created_at: DateTime<Utc>,
+    created_at: Stamp,
 }
 
 impl TryFrom<TenantRow> for Tenant {
@@ -21,7 +20,7 @@ impl TryFrom<TenantRow> for Tenant {
             id: row.id,
             name: row.name,
             status: row.status.parse().map_err(StoreError::Corrupt)?,
-            created_at: row.created_at,
+            created_at: row.created_at.into(),
         })
     }
 }
@@ -49,10 +48,10 @@ impl Store {
                 "INSERT INTO tenants (id, name, status, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $4)",
             )
-            .bind(&tenant.id)
+            .bind(tenant.id)
             .bind(&tenant.name)
             .bind(tenant.status.as_str())
-            .bind(tenant.created_at)
+            .bind(Stamp(tenant.created_at))
             .execute(pool)
             .await
             .map(|r| r.rows_affected())
@@ -71,13 +70,13 @@ impl Store {
     }
 
     /// Tenants, newest first.
-    pub async fn list_tenants(&self, page: Page<'_>) -> Result<(Vec<Tenant>, bool), StoreError> {
+    pub async fn list_tenants(&self, page: Page) -> Result<(Vec<Tenant>, bool), StoreError> {
         let rows: Vec<TenantRow> = with_db!(self, |pool| {
             sqlx::query_as(
                 "SELECT id, name, status, created_at FROM tenants \
-                 WHERE ($1 = '' OR id < $1) ORDER BY id DESC LIMIT $2",
+                 WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
             )
-            .bind(page.after.unwrap_or(""))
+            .bind(page.after)
             .bind(page.fetch_limit())
             .fetch_all(pool)
             .await
@@ -104,7 +103,7 @@ impl Store {
             .bind(tenant)
             .bind(name)
             .bind(status.map(TenantStatus::as_str))
-            .bind(crate::model::now())
+            .bind(Stamp(crate::model::now()))
             .fetch_one(pool)
             .await
         })?;
@@ -139,13 +138,13 @@ impl Store {
                 "SELECT t.status, \
                    EXISTS (SELECT 1 FROM api_tokens k WHERE k.id = $2 AND k.tenant_id = t.id \
                            AND k.revoked_at IS NOT NULL) AS revoked, \
-                   ($3 = '' OR EXISTS (SELECT 1 FROM credentials c \
+                   ($3 IS NULL OR EXISTS (SELECT 1 FROM credentials c \
                            WHERE c.id = $3 AND c.tenant_id = t.id)) AS credential_ok \
                  FROM tenants t WHERE t.id = $1",
             )
             .bind(tenant)
             .bind(jti)
-            .bind(credential.map(CredentialId::as_str).unwrap_or(""))
+            .bind(credential.copied())
             .fetch_optional(pool)
             .await
         })?;

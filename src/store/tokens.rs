@@ -1,7 +1,6 @@
 //! API keys: long-lived tenant tokens an admin minted, kept so they can be revoked.
 
-use chrono::{DateTime, Utc};
-
+use super::Stamp;
 use super::{Store, StoreError, with_db, with_writer};
 use crate::model::{ApiToken, TenantId, TokenId};
 
@@ -10,9 +9,9 @@ struct TokenRow {
     id: TokenId,
     tenant_id: TenantId,
     name: Option<String>,
-    created_at: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
-    revoked_at: Option<DateTime<Utc>>,
+    created_at: Stamp,
+    expires_at: Stamp,
+    revoked_at: Option<Stamp>,
 }
 
 impl From<TokenRow> for ApiToken {
@@ -21,9 +20,9 @@ impl From<TokenRow> for ApiToken {
             jti: row.id,
             tenant_id: row.tenant_id,
             name: row.name,
-            created_at: row.created_at,
-            expires_at: row.expires_at,
-            revoked_at: row.revoked_at,
+            created_at: row.created_at.into(),
+            expires_at: row.expires_at.into(),
+            revoked_at: row.revoked_at.map(|s| s.0),
         }
     }
 }
@@ -39,11 +38,11 @@ impl Store {
                 "INSERT INTO api_tokens (id, tenant_id, name, created_at, expires_at) \
                  VALUES ($1, $2, $3, $4, $5)",
             )
-            .bind(&token.jti)
+            .bind(token.jti)
             .bind(tenant)
             .bind(&token.name)
-            .bind(token.created_at)
-            .bind(token.expires_at)
+            .bind(Stamp(token.created_at))
+            .bind(Stamp(token.expires_at))
             .execute(pool)
             .await
             .map(|r| r.rows_affected())
@@ -77,7 +76,7 @@ impl Store {
             )
             .bind(tenant)
             .bind(jti)
-            .bind(crate::model::now())
+            .bind(Stamp(crate::model::now()))
             .execute(pool)
             .await
             .map(|r| r.rows_affected())

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
+use super::Stamp;
 use super::runs::admit_run;
 use super::{Page, RunLink, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{
@@ -25,9 +26,9 @@ struct TurnRow {
     request_hash: Option<String>,
     first_seq: Option<i64>,
     last_seq: Option<i64>,
-    created_at: DateTime<Utc>,
-    started_at: Option<DateTime<Utc>>,
-    finished_at: Option<DateTime<Utc>>,
+    created_at: Stamp,
+    started_at: Option<Stamp>,
+    finished_at: Option<Stamp>,
 }
 
 impl TryFrom<TurnRow> for Turn {
@@ -52,9 +53,9 @@ impl TryFrom<TurnRow> for Turn {
             request_hash: row.request_hash,
             first_seq: row.first_seq,
             last_seq: row.last_seq,
-            created_at: row.created_at,
-            started_at: row.started_at,
-            finished_at: row.finished_at,
+            created_at: row.created_at.into(),
+            started_at: row.started_at.map(|s| s.0),
+            finished_at: row.finished_at.map(|s| s.0),
         })
     }
 }
@@ -64,8 +65,9 @@ const TURN_COLUMNS: &str = "id, tenant_id, session_id, run_id, status, stream, s
 
 /// Appends a message to a session's full history at its next position (the compacted
 /// history follows the full one past its overlay).
-pub(super) const APPEND_HISTORY: &str = "INSERT INTO history (tenant_id, session_id, position, message, created_at, turn_id) \
-     SELECT $1, $2, COALESCE(MAX(position) + 1, 0), $3, $4, $5 FROM history WHERE tenant_id = $1 AND session_id = $2";
+pub(super) const APPEND_HISTORY: &str = "INSERT INTO history (session_id, position, message, created_at, turn_id) \
+     SELECT $2, (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $2), \
+     $3, $4, $5 FROM sessions WHERE id = $2 AND tenant_id = $1";
 
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
@@ -96,16 +98,16 @@ impl Store {
                  idempotency_key, request_hash, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
-            .bind(&turn.id)
+            .bind(turn.id)
             .bind(tenant)
-            .bind(&turn.session_id)
-            .bind(&turn.run_id)
+            .bind(turn.session_id)
+            .bind(turn.run_id)
             .bind(turn.status.as_str())
             .bind(turn.stream.as_str())
             .bind(Json(&turn.usage))
             .bind(&turn.idempotency_key)
             .bind(&turn.request_hash)
-            .bind(turn.created_at)
+            .bind(Stamp(turn.created_at))
             .execute(&mut *tx)
             .await?;
             admit_run!(tx, tenant, turn, run, answers_calls, after_turn);
@@ -115,22 +117,22 @@ impl Store {
                      client_tools = $6, updated_at = $7 WHERE tenant_id = $1 AND id = $2",
                 )
                 .bind(tenant)
-                .bind(&session.id)
+                .bind(session.id)
                 .bind(Json(&session.server_tools))
                 .bind(Json(&session.options))
                 .bind(Json(&session.sealed_options))
                 .bind(Json(&session.client_tools))
-                .bind(session.updated_at)
+                .bind(Stamp(session.updated_at))
                 .execute(&mut *tx)
                 .await?;
             }
             for message in input {
                 sqlx::query(APPEND_HISTORY)
                     .bind(tenant)
-                    .bind(&turn.session_id)
+                    .bind(turn.session_id)
                     .bind(Json(scrub_nul(message.clone())))
-                    .bind(turn.created_at)
-                    .bind(&turn.id)
+                    .bind(Stamp(turn.created_at))
+                    .bind(turn.id)
                     .execute(&mut *tx)
                     .await?;
             }
@@ -235,16 +237,16 @@ impl Store {
         &self,
         tenant: &TenantId,
         session: &SessionId,
-        page: Page<'_>,
+        page: Page,
     ) -> Result<(Vec<Turn>, bool), StoreError> {
         let rows: Vec<TurnRow> = with_db!(self, |pool| {
             sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT {TURN_COLUMNS} FROM turns WHERE tenant_id = $1 AND session_id = $2 \
-                 AND ($3 = '' OR id < $3) ORDER BY id DESC LIMIT $4"
+                 AND ($3 IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
             )))
             .bind(tenant)
             .bind(session)
-            .bind(page.after.unwrap_or(""))
+            .bind(page.after)
             .bind(page.fetch_limit())
             .fetch_all(pool)
             .await
@@ -293,8 +295,8 @@ impl Store {
                  AND created_at < $3",
             )
             .bind(tenant)
-            .bind(from)
-            .bind(to)
+            .bind(Stamp(from))
+            .bind(Stamp(to))
             .fetch_all(pool)
             .await
         })?;

@@ -34,6 +34,7 @@ async fn compactions(app: &TestApp, tenant: &str, session: &str) -> Vec<agentry:
             None,
             0,
             10_000,
+            agentry::store::Deltas::Merged,
         )
         .await
         .unwrap()

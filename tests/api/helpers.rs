@@ -176,6 +176,16 @@ impl TestDb {
         }
     }
 
+    /// An id (`prefix_` and 32 hex digits) as an SQL literal of the stored column.
+    pub fn id(&self, id: &str) -> String {
+        let (_, hex) = id.rsplit_once('_').expect("a prefixed id");
+        if self.url().starts_with("sqlite:") {
+            format!("x'{hex}'")
+        } else {
+            format!("'{hex}'::uuid")
+        }
+    }
+
     pub fn url(&self) -> &str {
         match self {
             TestDb::Sqlite { url, .. } | TestDb::Postgres { url, .. } => url,

@@ -162,7 +162,8 @@ async fn a_turns_stored_request_hash_is_keyed_and_idempotent_retries_still_match
     let stored = app
         .db
         .scalar(&format!(
-            "SELECT request_hash FROM turns WHERE id = '{turn}'"
+            "SELECT request_hash FROM turns WHERE id = {}",
+            app.db.id(&turn)
         ))
         .await;
     // Neither the digest of the body as sent nor of the body as parsed: a reader of the

@@ -100,3 +100,25 @@ fn parse(block: &str) -> Option<Frame> {
         data: serde_json::from_str(&data.join("\n")).expect("JSON data"),
     })
 }
+
+/// Frames as a replay of a finished turn gives them: each run of consecutive deltas of one
+/// kind is one delta holding their text, with the last one's id.
+pub fn coalesced(frames: &[Frame]) -> Vec<Frame> {
+    let mut out: Vec<Frame> = Vec::new();
+    for frame in frames {
+        let is_delta = matches!(frame.event.as_str(), "text_delta" | "thinking_delta");
+        match out.last_mut() {
+            Some(last) if is_delta && last.event == frame.event => {
+                let text = format!(
+                    "{}{}",
+                    last.data["delta"].as_str().unwrap_or_default(),
+                    frame.data["delta"].as_str().unwrap_or_default()
+                );
+                *last = frame.clone();
+                last.data["delta"] = Value::String(text);
+            }
+            _ => out.push(frame.clone()),
+        }
+    }
+    out
+}

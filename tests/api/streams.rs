@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::helpers::{spawn_app, user};
-use crate::sse::Frame;
+use crate::sse::{Frame, coalesced};
 
 fn ids(frames: &[Frame]) -> Vec<i64> {
     frames
@@ -40,7 +40,8 @@ async fn ids_are_the_session_seq_and_replay_from_every_cursor_gives_the_rest() {
         live.extend(stream.collect().await);
     }
 
-    // Ids increase across turns, and the log behind them is gap-free from 1.
+    // Ids increase across turns; the log keeps every event but the deltas, which it holds
+    // as one event per run of one kind, at the run's last id.
     let live_ids = ids(&live);
     assert!(live_ids.windows(2).all(|w| w[0] < w[1]), "{live_ids:?}");
     let log = app
@@ -52,23 +53,30 @@ async fn ids_are_the_session_seq_and_replay_from_every_cursor_gives_the_rest() {
             None,
             0,
             1000,
+            agentry::store::Deltas::Merged,
         )
         .await
         .unwrap();
     let seqs: Vec<i64> = log.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
-    assert!(live_ids.iter().all(|id| seqs.contains(id)));
-    assert_eq!(live_ids.last(), seqs.last(), "turn_stop is the last event");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let merged = coalesced(&live);
+    assert!(ids(&merged).iter().all(|id| seqs.contains(id)));
+    let stored_deltas = log
+        .iter()
+        .filter(|e| e.data.kind().ends_with("_delta"))
+        .count();
+    assert_eq!(stored_deltas, 4, "one thinking and one text delta per turn");
+    assert!(live.iter().filter(|f| f.event.ends_with("_delta")).count() > 4);
 
-    // Replaying the session from the start gives exactly what was streamed live.
+    // Replaying the session from the start gives what was streamed live, deltas merged.
     let mut replay = app
         .stream(&format!("/sessions/{session}/events"), &token, None)
         .await;
     let mut replayed = Vec::new();
-    while replayed.len() < live.len() {
+    while replayed.len() < merged.len() {
         replayed.push(replay.next().await.unwrap());
     }
-    assert_eq!(replayed, live);
+    assert_eq!(replayed, merged);
 
     // A finished turn, from every cursor: exactly the remaining events, then the end.
     let first_turn: Vec<Frame> = live
@@ -91,12 +99,12 @@ async fn ids_are_the_session_seq_and_replay_from_every_cursor_gives_the_rest() {
                 .collect()
                 .await
         };
-        let expected: Vec<Frame> = first_turn
+        let missed: Vec<Frame> = first_turn
             .iter()
             .filter(|f| f.id.unwrap() > cursor)
             .cloned()
             .collect();
-        assert_eq!(rest, expected, "cursor {cursor}");
+        assert_eq!(rest, coalesced(&missed), "cursor {cursor}");
     }
 
     // Message mode replays aggregate the same way live streams do.

@@ -62,24 +62,20 @@ async fn acp_runs_of_the_previous_schema_become_engine_runs_with_their_turns_and
     let awaiting = [(&turns[2], "completed", Some("tool_use"))];
     let cancelled = [(&turns[3], "completed", Some("tool_use"))];
     let interrupted = [(&turns[4], "interrupted", Some("error"))];
-    sql.extend(acp_run(tenant.as_str(), &completed, false));
-    sql.extend(acp_run(tenant.as_str(), &awaiting, false));
-    sql.extend(acp_run(tenant.as_str(), &cancelled, true));
-    sql.extend(acp_run(tenant.as_str(), &interrupted, false));
+    sql.extend(acp_run(&tenant.to_string(), &completed, false));
+    sql.extend(acp_run(&tenant.to_string(), &awaiting, false));
+    sql.extend(acp_run(&tenant.to_string(), &cancelled, true));
+    sql.extend(acp_run(&tenant.to_string(), &interrupted, false));
     db.execute(&sql).await;
 
     let applied = store.migrate().await.unwrap();
     assert!(applied.contains(&7), "{applied:?}");
     let run_of = |turn: &TurnId| RunId::from_uuid(turn.to_uuid());
     let expect = [
-        (
-            &turns[0],
-            RunStatus::Completed,
-            vec![turns[0].clone(), turns[1].clone()],
-        ),
-        (&turns[2], RunStatus::Awaiting, vec![turns[2].clone()]),
-        (&turns[3], RunStatus::Cancelled, vec![turns[3].clone()]),
-        (&turns[4], RunStatus::Interrupted, vec![turns[4].clone()]),
+        (&turns[0], RunStatus::Completed, vec![turns[0], turns[1]]),
+        (&turns[2], RunStatus::Awaiting, vec![turns[2]]),
+        (&turns[3], RunStatus::Cancelled, vec![turns[3]]),
+        (&turns[4], RunStatus::Interrupted, vec![turns[4]]),
     ];
     for (first, status, run_turns) in expect {
         let run = store.get_run(&tenant, &run_of(first)).await.unwrap();

@@ -9,6 +9,7 @@ use crate::engine::Follow;
 use crate::error::ApiError;
 use crate::http::cursor::ResumeFrom;
 use crate::model::StreamMode;
+use crate::store::Deltas;
 
 pub async fn session_events(
     path: PathSession,
@@ -22,6 +23,7 @@ pub async fn session_events(
         session: path.session.id,
         turn: None,
         after,
+        deltas: Deltas::Merged,
     });
     Ok(render_stream(&state, events, query.mode(), None))
 }

@@ -52,7 +52,7 @@ pub async fn list_sessions(
         .store
         .list_sessions(&auth.tenant_id, cursor.page())
         .await?;
-    let next = next_cursor(&sessions, more, |s| s.id.as_str());
+    let next = next_cursor(&sessions, more, |s| s.id.to_string());
     let sessions = sessions
         .into_iter()
         .map(|s| SessionInfo::from(redact(s)))

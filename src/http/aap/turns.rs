@@ -17,6 +17,7 @@ use crate::http::cursor::{ResumeFrom, Seq};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TURN_ID_HEADER, parse_json, sse};
 use crate::model::{EventData, StopReason, StreamMode, TurnError, TurnId};
+use crate::store::Deltas;
 
 const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
@@ -76,7 +77,7 @@ pub async fn post_turn(
         .engine
         .start_turn(&auth.tenant_id, &session, turn_request)
         .await?;
-    let turn = started.turn.id.clone();
+    let turn = started.turn.id;
     let events = state.engine.follow_started(started);
     if stream == StreamMode::None {
         return wait_for_result(turn, events).await;
@@ -140,7 +141,7 @@ pub(super) fn render_stream(
             futures_util::stream::iter(frames)
         });
     let keep_alive = std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
-    sse::response(frames, keep_alive, turn.map(TurnId::as_str))
+    sse::response(frames, keep_alive, turn.copied())
 }
 
 #[derive(Debug, Deserialize)]
@@ -177,10 +178,11 @@ pub async fn turn_events(
         .await
         .or_not_found("turn")?;
     let events = state.engine.follow(Follow {
-        tenant: auth.tenant_id.clone(),
+        tenant: auth.tenant_id,
         session,
         turn: Some(turn),
         after,
+        deltas: Deltas::Merged,
     });
     Ok(render_stream(
         &state,
@@ -200,7 +202,7 @@ pub async fn list_turns(
         .store
         .list_turns(&path.tenant, &path.session.id, cursor.page())
         .await?;
-    let next = next_cursor(&turns, more, |t| t.id.as_str());
+    let next = next_cursor(&turns, more, |t| t.id.to_string());
     Ok(HttpResponse::Ok().json(TurnList {
         turns: turns.into_iter().map(TurnInfo::from).collect(),
         next,

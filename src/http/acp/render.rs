@@ -423,7 +423,7 @@ mod tests {
         Event {
             session_id: SessionId::generate(),
             seq,
-            turn_id: turn.clone(),
+            turn_id: *turn,
             data,
             created_at: crate::model::now(),
         }
@@ -434,7 +434,7 @@ mod tests {
         let turn = TurnId::generate();
         let mut renderer = RunRenderer::new(RunIdentity {
             run_id: "r".into(),
-            first_turn: turn.clone(),
+            first_turn: turn,
             cancel_turn: None,
             agent_name: "my.agent".into(),
             session_id: "s".into(),

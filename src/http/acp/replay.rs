@@ -16,6 +16,7 @@ use crate::app::AppState;
 use crate::engine::{EngineError, Follow, StartedTurn};
 use crate::http::sse::{self, Frame};
 use crate::model::{Event, Run, RunId, TenantId, TurnId};
+use crate::store::Deltas;
 use crate::store::StoreError;
 
 /// The response header naming a run.
@@ -52,8 +53,8 @@ pub async fn identity(state: &AppState, run: &Run) -> Result<RunIdentity, AcpErr
         .or_acp_not_found("Session")?;
     Ok(RunIdentity {
         run_id: run_uuid(&run.id),
-        first_turn: run.turns[0].clone(),
-        cancel_turn: run.cancel_turn.clone(),
+        first_turn: run.turns[0],
+        cancel_turn: run.cancel_turn,
         agent_name: session.agent.clone(),
         session_id: session_uuid(&session),
         created_at: run.created_at,
@@ -75,13 +76,20 @@ pub async fn replay(
         loop {
             let page = state
                 .store
-                .list_events(&run.tenant_id, &run.session_id, Some(turn), after, PAGE)
+                .list_events(
+                    &run.tenant_id,
+                    &run.session_id,
+                    Some(turn),
+                    after,
+                    PAGE,
+                    Deltas::AsStreamed,
+                )
                 .await?;
             for event in &page {
                 rendered.extend(renderer.render(event));
             }
             match page.last() {
-                Some(last) if page.len() as i64 == PAGE => after = last.seq,
+                Some(last) if page.len() as i64 >= PAGE => after = last.seq,
                 _ => break,
             }
         }
@@ -110,7 +118,7 @@ pub fn stream(
 ) -> impl Stream<Item = AcpFrame> + 'static {
     type Events = LocalBoxStream<'static, Result<Arc<Event>, StoreError>>;
     let engine = state.engine.clone();
-    let live_turn = started.as_ref().map(|s| s.turn.id.clone());
+    let live_turn = started.as_ref().map(|s| s.turn.id);
     let mut parts: Vec<Events> = run
         .turns
         .iter()
@@ -118,10 +126,11 @@ pub fn stream(
         .map(|turn| {
             engine
                 .follow(Follow {
-                    tenant: run.tenant_id.clone(),
-                    session: run.session_id.clone(),
-                    turn: Some(turn.clone()),
+                    tenant: run.tenant_id,
+                    session: run.session_id,
+                    turn: Some(*turn),
                     after: -1,
+                    deltas: Deltas::AsStreamed,
                 })
                 .boxed_local()
         })

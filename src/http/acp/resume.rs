@@ -92,7 +92,7 @@ pub async fn resume_run(
             EngineError::RunNotAwaiting(status) => not_awaiting(status),
             other => other.into(),
         })?;
-    let turn = started.turn.id.clone();
+    let turn = started.turn.id;
     respond(&state, &run, started, mode, Cursor::Turn(turn)).await
 }
 

@@ -59,6 +59,7 @@ pub async fn delete_credential(
         .delete_credential(&tenant, &client_id)
         .await
         .or_not_found("credential")?;
+    state.auth_cache.forget_tenant(&tenant);
     tracing::info!(tenant_id = %tenant, client_id = %client_id, "credential deleted");
     Ok(HttpResponse::NoContent().finish())
 }

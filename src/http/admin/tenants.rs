@@ -53,7 +53,7 @@ pub async fn list_tenants(
 ) -> Result<HttpResponse, ApiError> {
     let cursor = query.cursor()?;
     let (tenants, more) = state.store.list_tenants(cursor.page()).await?;
-    let next = next_cursor(&tenants, more, |t| t.id.as_str());
+    let next = next_cursor(&tenants, more, |t| t.id.to_string());
     Ok(HttpResponse::Ok().json(TenantList { tenants, next }))
 }
 
@@ -84,6 +84,7 @@ pub async fn update_tenant(
         .engine
         .update_tenant(&id, name.as_deref(), request.status)
         .await?;
+    state.auth_cache.forget_tenant(&id);
     tracing::info!(tenant_id = %tenant.id, status = %tenant.status, "tenant updated");
     Ok(HttpResponse::Ok().json(tenant))
 }
@@ -95,6 +96,7 @@ pub async fn delete_tenant(
 ) -> Result<HttpResponse, ApiError> {
     let id = tenant_id(&path)?;
     state.engine.delete_tenant(&id).await?;
+    state.auth_cache.forget_tenant(&id);
     tracing::info!(tenant_id = %id, "tenant deleted with all its data");
     Ok(HttpResponse::NoContent().finish())
 }

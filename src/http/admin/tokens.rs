@@ -66,6 +66,7 @@ pub async fn revoke_token(
         .revoke_api_token(&tenant, &jti)
         .await
         .or_not_found("token")?;
+    state.auth_cache.forget_tenant(&tenant);
     tracing::info!(tenant_id = %tenant, jti = %jti, "API token revoked");
     Ok(HttpResponse::NoContent().finish())
 }

@@ -23,6 +23,7 @@ use crate::http::sse::{self, Frame};
 use crate::model::{
     Event, FieldError, HistoryMessage, Session, StreamMode, ToolSpec, Turn, TurnId,
 };
+use crate::store::Deltas;
 use crate::store::StoreError;
 
 /// The namespace of request ids, kept as the turn's idempotency key.
@@ -369,12 +370,7 @@ async fn respond(
             });
             let keep_alive =
                 std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
-            sse::response_as(
-                sse::UTF8_EVENT_STREAM,
-                frames,
-                keep_alive,
-                Some(turn.id.as_str()),
-            )
+            sse::response_as(sse::UTF8_EVENT_STREAM, frames, keep_alive, Some(turn.id))
         }
     }
 }
@@ -409,10 +405,11 @@ pub async fn response_events(
         .or_not_found("session")?;
     let identity = identity_of(&state, &session, &turn);
     let events = state.engine.follow(Follow {
-        tenant: auth.tenant_id.clone(),
-        session: turn.session_id.clone(),
-        turn: Some(turn.id.clone()),
+        tenant: auth.tenant_id,
+        session: turn.session_id,
+        turn: Some(turn.id),
         after: 0,
+        deltas: Deltas::AsStreamed,
     });
     Ok(respond(&state, Answer::Stream, turn, identity, events, after).await)
 }
