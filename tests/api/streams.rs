@@ -105,6 +105,34 @@ async fn ids_are_the_session_seq_and_replay_from_every_cursor_gives_the_rest() {
             .cloned()
             .collect();
         assert_eq!(rest, coalesced(&missed), "cursor {cursor}");
+
+        // In message mode, the messages hold exactly the text after the cursor.
+        let messages = app
+            .stream(&format!("{path}?stream=message"), &token, Some(cursor))
+            .await
+            .collect()
+            .await;
+        assert!(ids(&messages).iter().all(|id| *id > cursor), "cursor {cursor}");
+        assert_eq!(
+            messages.last().map(|f| f.event.as_str()),
+            missed.last().map(|f| f.event.as_str())
+        );
+        for (delta, message, field) in [
+            ("text_delta", "text", "text"),
+            ("thinking_delta", "thinking", "thinking"),
+        ] {
+            let missed_text: String = missed
+                .iter()
+                .filter(|f| f.event == delta)
+                .map(|f| f.data["delta"].as_str().unwrap())
+                .collect();
+            let got: String = messages
+                .iter()
+                .filter(|f| f.event == message)
+                .map(|f| f.data[field].as_str().unwrap())
+                .collect();
+            assert_eq!(got, missed_text, "{message} after cursor {cursor}");
+        }
     }
 
     // Message mode replays aggregate the same way live streams do.
