@@ -347,7 +347,11 @@ impl Engine {
             error: None,
             usage: Usage::default(),
             idempotency_key: request.idempotency_key.clone(),
-            request_hash: Some(self.request_hash(&request)),
+            // Only a retry with the same key compares it.
+            request_hash: request
+                .idempotency_key
+                .as_ref()
+                .map(|_| self.request_hash(&request)),
             first_seq: None,
             last_seq: None,
             created_at: crate::model::now(),
@@ -432,7 +436,7 @@ impl Engine {
         tenant: &TenantId,
         session: &SessionId,
     ) -> Result<Vec<PendingCall>, EngineError> {
-        const TAIL: i64 = 64;
+        const TAIL: i64 = 8;
         let tail = self
             .store
             .list_recent_history(tenant, session, TAIL)

@@ -214,6 +214,25 @@ impl TestDb {
         }
     }
 
+    /// The one text column of every row a query reads from the test database.
+    pub async fn column(&self, sql: &str) -> Vec<String> {
+        use sqlx::Connection;
+        let sql = sql.to_owned();
+        if self.url().starts_with("sqlite:") {
+            let mut db = sqlx::SqliteConnection::connect(self.url()).await.unwrap();
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&mut db)
+                .await
+                .unwrap()
+        } else {
+            let mut db = sqlx::PgConnection::connect(self.url()).await.unwrap();
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&mut db)
+                .await
+                .unwrap()
+        }
+    }
+
     /// The one value a query reads from the test database directly, as text.
     pub async fn scalar(&self, sql: &str) -> String {
         use sqlx::Connection;

@@ -112,7 +112,10 @@ async fn ids_are_the_session_seq_and_replay_from_every_cursor_gives_the_rest() {
             .await
             .collect()
             .await;
-        assert!(ids(&messages).iter().all(|id| *id > cursor), "cursor {cursor}");
+        assert!(
+            ids(&messages).iter().all(|id| *id > cursor),
+            "cursor {cursor}"
+        );
         assert_eq!(
             messages.last().map(|f| f.event.as_str()),
             missed.last().map(|f| f.event.as_str())

@@ -1,6 +1,11 @@
-//! Upgrading a database an earlier release wrote: its data survives each migration.
+//! Upgrading a database an earlier release wrote: its data survives each migration,
+//! including a fixture the previous release wrote through its own API.
 
-use crate::helpers::{TestDb, test_settings};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestDb, spawn_app_on, test_settings};
 use agentry::model::{RunId, RunStatus, TenantId, TurnId};
 use agentry::store::Store;
 
@@ -88,4 +93,203 @@ async fn acp_runs_of_the_previous_schema_become_engine_runs_with_their_turns_and
             assert_eq!(turn.run_id.as_ref(), Some(&run.id));
         }
     }
+}
+
+/// Rows the previous release wrote (scripts/upgrade_fixture.py): SQL for each backend.
+fn previous_release_rows(db: &TestDb) -> Vec<String> {
+    let sql = if db.url().starts_with("sqlite:") {
+        include_str!("../fixtures/upgrade/v7_sqlite.sql")
+    } else {
+        include_str!("../fixtures/upgrade/v7_postgres.sql")
+    };
+    sql.lines().map(str::to_owned).collect()
+}
+
+/// Parses JSON texts.
+fn parsed(texts: Vec<String>) -> Vec<Value> {
+    texts
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_database_the_previous_release_wrote_keeps_every_session_turn_event_and_message() {
+    let db = Arc::new(TestDb::new().await);
+    let store = Store::connect(&test_settings(&db, "").database)
+        .await
+        .unwrap();
+    store.migrate_up_to(7).await.unwrap();
+    db.execute(&previous_release_rows(&db)).await;
+    // What the previous schema holds: ids and timestamps as text.
+    let sessions = db.column("SELECT id FROM sessions ORDER BY id").await;
+    let turns = db
+        .column(
+            "SELECT id || ' ' || session_id || ' ' || status || ' ' || COALESCE(stop_reason, '-') \
+             FROM turns ORDER BY id",
+        )
+        .await;
+    let events = db
+        .column(
+            "SELECT session_id || ' ' || seq || ' ' || kind FROM events ORDER BY session_id, seq",
+        )
+        .await;
+    let event_data = parsed(
+        db.column("SELECT CAST(data AS TEXT) FROM events ORDER BY session_id, seq")
+            .await,
+    );
+    let history = db
+        .column("SELECT session_id || ' ' || position FROM history ORDER BY session_id, position")
+        .await;
+    let messages = parsed(
+        db.column("SELECT CAST(message AS TEXT) FROM history ORDER BY session_id, position")
+            .await,
+    );
+    let runs = db
+        .column("SELECT id || ' ' || status FROM runs ORDER BY id")
+        .await;
+    let tenant = db
+        .column("SELECT id FROM tenants WHERE name = 'upgraded'")
+        .await
+        .remove(0);
+    assert!(sessions.len() >= 5 && events.len() > 50 && history.len() > 10);
+    store.close().await;
+
+    let app = spawn_app_on(db.clone(), "").await;
+    let token = app.token_for(&tenant).await;
+    let listed = app.get("/sessions?limit=200", &token).await;
+    let mut listed: Vec<String> = listed.body["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap().to_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, sessions);
+
+    let mut turns_after = Vec::new();
+    let mut events_after = Vec::new();
+    let mut data_after = Vec::new();
+    let mut history_after = Vec::new();
+    let mut messages_after = Vec::new();
+    for session in &sessions {
+        let page = app
+            .get(&format!("/sessions/{session}/turns?limit=200"), &token)
+            .await;
+        for turn in page.body["turns"].as_array().unwrap() {
+            turns_after.push(format!(
+                "{} {session} {} {}",
+                turn["turnId"].as_str().unwrap(),
+                turn["status"].as_str().unwrap(),
+                turn["stopReason"].as_str().unwrap_or("-"),
+            ));
+        }
+        let full = app
+            .get(
+                &format!("/sessions/{session}/history?type=full&limit=1000"),
+                &token,
+            )
+            .await;
+        let stored = app
+            .state
+            .store
+            .list_history(
+                &tenant.parse().unwrap(),
+                &session.parse().unwrap(),
+                agentry::model::HistoryType::Full,
+            )
+            .await
+            .unwrap();
+        let served = full.body["history"]["full"].as_array().unwrap();
+        assert_eq!(served.len(), stored.len());
+        for (position, message) in stored.iter().enumerate() {
+            history_after.push(format!("{session} {position}"));
+            messages_after.push(serde_json::to_value(message).unwrap());
+        }
+        let logged = app
+            .state
+            .store
+            .list_events(
+                &tenant.parse().unwrap(),
+                &session.parse().unwrap(),
+                None,
+                0,
+                10_000,
+                agentry::store::Deltas::AsStreamed,
+            )
+            .await
+            .unwrap();
+        for event in logged {
+            events_after.push(format!("{session} {} {}", event.seq, event.data.kind()));
+            data_after.push(event.data.to_data());
+        }
+    }
+    turns_after.sort();
+    assert_eq!(turns_after, turns);
+    assert_eq!(events_after, events);
+    assert_eq!(data_after, event_data);
+    assert_eq!(history_after, history);
+    assert_eq!(messages_after, messages);
+    let tenant_id: TenantId = tenant.parse().unwrap();
+    for run in &runs {
+        let (id, status) = run.split_once(' ').unwrap();
+        let stored = app
+            .state
+            .store
+            .get_run(&tenant_id, &id.parse().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(stored.status.as_str(), status);
+    }
+
+    // The migrated sessions go on: a secret option still opens, seqs continue.
+    let echo = app
+        .state
+        .store
+        .list_sessions(
+            &tenant_id,
+            agentry::store::Page {
+                after: None,
+                limit: 200,
+            },
+        )
+        .await
+        .unwrap()
+        .0
+        .into_iter()
+        .find(|s| s.agent == "echo" && !s.sealed_options.is_empty())
+        .expect("the session with a secret option");
+    let shown = app.get(&format!("/sessions/{}", echo.id), &token).await;
+    assert_eq!(shown.body["agent"]["options"]["api_key"], "***");
+    let last_seq = events
+        .iter()
+        .filter(|e| e.starts_with(&echo.id.to_string()))
+        .count();
+    let reply = app
+        .post(
+            &format!("/sessions/{}/turns", echo.id),
+            &token,
+            json!({"stream": "none", "messages": [{"role": "user", "content": "after the upgrade"}]}),
+        )
+        .await;
+    assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.text);
+    let next = app
+        .state
+        .store
+        .list_events(
+            &tenant_id,
+            &echo.id,
+            None,
+            last_seq as i64,
+            10,
+            agentry::store::Deltas::Merged,
+        )
+        .await
+        .unwrap();
+    assert_eq!(next[0].seq, last_seq as i64 + 1);
+    assert_eq!(next[0].data.kind(), "turn_start");
+    let suspended = db
+        .column("SELECT status FROM tenants WHERE name = 'suspended-one'")
+        .await;
+    assert_eq!(suspended, ["suspended"]);
 }
