@@ -257,6 +257,12 @@ impl Settings {
                 "must be at least 1",
             ));
         }
+        if !(64..=1_048_576).contains(&self.database.sqlite_cache_kib) {
+            return Err(ConfigError::new(
+                "database.sqlite_cache_kib",
+                "must be between 64 and 1048576",
+            ));
+        }
         self.auth.validate()?;
         self.engine.validate()?;
         if !self.secrets.key.is_empty() {

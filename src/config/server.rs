@@ -29,6 +29,8 @@ pub struct DatabaseSettings {
     pub url: Secret,
     pub max_connections: u32,
     pub sqlite_busy_timeout_ms: u64,
+    /// SQLite's page cache per connection, in KiB (the writer and each reader have one).
+    pub sqlite_cache_kib: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -59,8 +59,26 @@ impl CoalescedDeltas {
     }
 
     fn data(&self) -> Value {
-        serde_json::json!({"delta": self.text, "lengths": self.lengths})
+        serde_json::json!({"delta": self.text, "lengths": run_lengths(&self.lengths)})
     }
+}
+
+/// Delta lengths as `[length, times]` pairs (a model's deltas often have one length).
+fn run_lengths(lengths: &[u32]) -> Vec<[u32; 2]> {
+    let mut runs: Vec<[u32; 2]> = Vec::new();
+    for length in lengths {
+        match runs.last_mut() {
+            Some([last, times]) if last == length => *times += 1,
+            _ => runs.push([*length, 1]),
+        }
+    }
+    runs
+}
+
+fn expand_lengths(runs: Vec<[u32; 2]>) -> Vec<u32> {
+    runs.into_iter()
+        .flat_map(|[length, times]| std::iter::repeat_n(length, times as usize))
+        .collect()
 }
 
 #[derive(sqlx::FromRow)]
@@ -103,7 +121,7 @@ impl EventRow {
             });
             return Ok(());
         };
-        let lengths: Vec<u32> = serde_json::from_value(lengths)?;
+        let lengths = expand_lengths(serde_json::from_value(lengths)?);
         let text = match data.get("delta") {
             Some(Value::String(text)) => text.as_str(),
             _ => "",
@@ -244,7 +262,7 @@ impl Store {
         match &self.db {
             Db::Sqlite(pools) => {
                 let mut tx = pools.write.begin().await?;
-                delete_coalesced!(tx, groups);
+                delete_coalesced!(tx, groups, Sqlite);
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     let mut insert = QueryBuilder::<Sqlite>::new(INSERT_EVENTS);
                     insert.push_values(chunk, |mut b, row| {
@@ -257,12 +275,12 @@ impl Store {
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
-                append_rest!(tx, groups);
+                append_rest!(tx, groups, Sqlite);
                 tx.commit().await?;
             }
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                delete_coalesced!(tx, groups);
+                delete_coalesced!(tx, groups, sqlx::Postgres);
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     let mut insert = QueryBuilder::<sqlx::Postgres>::new(INSERT_EVENTS);
                     insert.push_values(chunk, |mut b, row| {
@@ -275,7 +293,7 @@ impl Store {
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
-                append_rest!(tx, groups);
+                append_rest!(tx, groups, sqlx::Postgres);
                 tx.commit().await?;
             }
         }
@@ -340,7 +358,7 @@ impl Store {
 
 /// The history rows and turn updates of an append, on either backend's transaction.
 macro_rules! append_rest {
-    ($tx:ident, $groups:expr) => {
+    ($tx:ident, $groups:expr, $db:ty) => {
         for group in $groups {
             let Some(first) = group.events.first() else {
                 continue;
@@ -355,54 +373,73 @@ macro_rules! append_rest {
                     .execute(&mut *$tx)
                     .await?;
             }
+        }
+        // The turns' state changes: one statement for the batch's starts, one for its stops.
+        let mut starts = Vec::new();
+        let mut stops = Vec::new();
+        for group in $groups {
             for change in group.events.iter().filter_map(turn_change) {
                 match change {
-                    TurnChange::Started { seq, at } => {
-                        sqlx::query(
-                            "UPDATE turns SET status = 'running', started_at = $2, \
-                             first_seq = COALESCE(first_seq, $3) \
-                             WHERE tenant_id = $4 AND id = $1 AND status = 'queued'",
-                        )
-                        .bind(group.turn)
-                        .bind(Stamp(at))
-                        .bind(seq)
-                        .bind(&group.tenant)
-                        .execute(&mut *$tx)
-                        .await?;
-                        if let Some(run) = &group.run {
-                            update_run_status!($tx, &group.tenant, run, started, at);
-                        }
-                    }
-                    TurnChange::Stopped { seq, at, data } => {
-                        let EventData::TurnStop {
-                            stop_reason,
-                            error,
-                            usage,
-                        } = data
-                        else {
-                            unreachable!("a stop change comes from turn_stop")
-                        };
-                        let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
-                        sqlx::query(
-                            "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
-                             usage = $5, finished_at = $6, last_seq = $7, \
-                             first_seq = COALESCE(first_seq, $7) WHERE tenant_id = $8 AND id = $1",
-                        )
-                        .bind(group.turn)
-                        .bind(status.as_str())
-                        .bind(stop_reason.as_str())
-                        .bind(error.as_ref().map(Json))
-                        .bind(Json(usage))
-                        .bind(Stamp(at))
-                        .bind(seq)
-                        .bind(&group.tenant)
-                        .execute(&mut *$tx)
-                        .await?;
-                        if let Some(run) = &group.run {
-                            let status = RunStatus::after_stop(*stop_reason, error.as_ref());
-                            update_run_status!($tx, &group.tenant, run, stopped, at, status.as_str());
-                        }
-                    }
+                    TurnChange::Started { seq, at } => starts.push((group, seq, at)),
+                    TurnChange::Stopped { seq, at, data } => stops.push((group, seq, at, data)),
+                }
+            }
+        }
+        if !starts.is_empty() {
+            let mut update = QueryBuilder::<$db>::new(
+                "UPDATE turns SET status = 'running', started_at = v.column2, \
+                 first_seq = COALESCE(turns.first_seq, v.column3) FROM (",
+            );
+            update.push_values(&starts, |mut row, (group, seq, at)| {
+                row.push_bind(group.turn)
+                    .push_bind(Stamp(*at))
+                    .push_bind(*seq)
+                    .push_bind(group.tenant);
+            });
+            update.push(
+                ") AS v WHERE turns.id = v.column1 AND turns.tenant_id = v.column4 \
+                 AND turns.status = 'queued'",
+            );
+            update.build().execute(&mut *$tx).await?;
+            for (group, _, at) in &starts {
+                if let Some(run) = &group.run {
+                    update_run_status!($tx, &group.tenant, run, started, *at);
+                }
+            }
+        }
+        if !stops.is_empty() {
+            let mut update = QueryBuilder::<$db>::new(
+                "UPDATE turns SET status = v.column2, stop_reason = v.column3, \
+                 error = v.column4, usage = v.column5, finished_at = v.column6, \
+                 last_seq = v.column7, first_seq = COALESCE(turns.first_seq, v.column7) FROM (",
+            );
+            update.push_values(&stops, |mut row, (group, seq, at, data)| {
+                let EventData::TurnStop {
+                    stop_reason,
+                    error,
+                    usage,
+                } = data
+                else {
+                    unreachable!("a stop change comes from turn_stop")
+                };
+                let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
+                row.push_bind(group.turn)
+                    .push_bind(status.as_str())
+                    .push_bind(stop_reason.as_str())
+                    .push_bind(error.as_ref().map(Json))
+                    .push_bind(Json(usage))
+                    .push_bind(Stamp(*at))
+                    .push_bind(*seq)
+                    .push_bind(group.tenant);
+            });
+            update.push(") AS v WHERE turns.id = v.column1 AND turns.tenant_id = v.column8");
+            update.build().execute(&mut *$tx).await?;
+            for (group, _, at, data) in &stops {
+                if let (Some(run), EventData::TurnStop { stop_reason, error, .. }) =
+                    (&group.run, data)
+                {
+                    let status = RunStatus::after_stop(*stop_reason, error.as_ref());
+                    update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());
                 }
             }
         }
@@ -410,19 +447,50 @@ macro_rules! append_rest {
 }
 use append_rest;
 
-/// Removes the single deltas a group's coalesced deltas replace (stored by earlier appends).
+/// Removes the single deltas the groups' coalesced deltas replace (stored by earlier
+/// appends), in one statement.
 macro_rules! delete_coalesced {
-    ($tx:ident, $groups:expr) => {
-        for group in $groups {
-            for run in group.coalesced.iter().filter(|run| run.replaces_stored) {
-                sqlx::query("DELETE FROM events WHERE session_id = $1 AND seq BETWEEN $2 AND $3")
-                    .bind(group.session)
-                    .bind(run.first_seq)
-                    .bind(run.last_seq())
-                    .execute(&mut *$tx)
-                    .await?;
+    ($tx:ident, $groups:expr, $db:ty) => {
+        let ranges: Vec<(SessionId, i64, i64)> = $groups
+            .iter()
+            .flat_map(|group| {
+                group
+                    .coalesced
+                    .iter()
+                    .filter(|run| run.replaces_stored)
+                    .map(|run| (group.session, run.first_seq, run.last_seq()))
+            })
+            .collect();
+        for chunk in ranges.chunks(INSERT_CHUNK) {
+            let mut delete = QueryBuilder::<$db>::new("DELETE FROM events WHERE ");
+            for (i, (session, first, last)) in chunk.iter().enumerate() {
+                if i > 0 {
+                    delete.push(" OR ");
+                }
+                delete.push("(session_id = ");
+                delete.push_bind(*session);
+                delete.push(" AND seq BETWEEN ");
+                delete.push_bind(*first);
+                delete.push(" AND ");
+                delete.push_bind(*last);
+                delete.push(")");
             }
+            delete.build().execute(&mut *$tx).await?;
         }
     };
 }
 use delete_coalesced;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_lengths_are_stored_as_runs_and_read_back() {
+        let lengths = vec![8, 8, 8, 3, 8, 8, 1];
+        let runs = run_lengths(&lengths);
+        assert_eq!(runs, [[8, 3], [3, 1], [8, 2], [1, 1]]);
+        assert_eq!(expand_lengths(runs), lengths);
+        assert!(run_lengths(&[]).is_empty());
+    }
+}

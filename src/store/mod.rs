@@ -140,7 +140,9 @@ impl Store {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
-                .busy_timeout(Duration::from_millis(settings.sqlite_busy_timeout_ms));
+                .busy_timeout(Duration::from_millis(settings.sqlite_busy_timeout_ms))
+                .pragma("cache_size", format!("-{}", settings.sqlite_cache_kib))
+                .pragma("mmap_size", "0");
             create_parent_dir(options.get_filename())?;
             let write = SqlitePoolOptions::new()
                 .max_connections(1)
