@@ -12,8 +12,8 @@ use crate::config::{
     split_tool_name,
 };
 use crate::model::{BodySchema, ImageSource, ToolSpec};
-use crate::tools::Builtin;
 use crate::tools::mcp::{McpRegistry, McpTool};
+use crate::tools::{ArgumentSchema, Builtin};
 
 pub use session_config::{ResolvedSessionConfig, SessionConfigRequest};
 
@@ -65,7 +65,17 @@ impl Agents {
                             .map(|p| p.compile().expect("schemas are checked with the settings"))
                             .collect(),
                     };
+                    let arguments = s
+                        .tools
+                        .iter()
+                        .filter(|t| split_tool_name(&t.name).is_none())
+                        .map(|t| {
+                            let spec = tool_spec(t);
+                            (t.name.clone(), ArgumentSchema::compile(&spec.parameters))
+                        })
+                        .collect();
                     Arc::new(Agent {
+                        arguments,
                         input_schema: compile(&s.input_schema),
                         output_schema: compile(&s.output_schema),
                         settings: s.clone(),
@@ -89,6 +99,8 @@ impl Agents {
 #[derive(Debug)]
 pub struct Agent {
     settings: AgentSettings,
+    /// The argument schemas of the built-in tools, compiled once.
+    arguments: std::collections::HashMap<String, ArgumentSchema>,
     input_schema: BodySchema,
     output_schema: BodySchema,
     mcp: Arc<McpRegistry>,
@@ -203,6 +215,11 @@ impl Agent {
             },
         };
         Some((tool, settings.expose))
+    }
+
+    /// A built-in tool's compiled argument schema.
+    pub fn builtin_arguments(&self, name: &str) -> Option<&ArgumentSchema> {
+        self.arguments.get(name)
     }
 
     /// Whether the tool comes from an MCP server.

@@ -169,7 +169,11 @@ async fn run_server_tool(
     };
     match tool {
         ServerTool::Builtin { spec, builtin } => {
-            if let Err(problem) = tools::validate_arguments(&spec.parameters, input) {
+            let checked = match agent.builtin_arguments(name) {
+                Some(arguments) => arguments.check(input),
+                None => tools::validate_arguments(&spec.parameters, input),
+            };
+            if let Err(problem) = checked {
                 return format!("Error: invalid arguments: {problem}");
             }
             tools::run(
@@ -253,9 +257,12 @@ async fn run_steps(
         )
         .chain(agent.internal_tools())
         .collect();
-    let options = open_secret_options(&engine.secrets, session)?;
+    // Shared by the turn's steps, never copied per step.
+    let tools: std::sync::Arc<[ToolSpec]> = tools.into();
+    let options = std::sync::Arc::new(open_secret_options(&engine.secrets, session)?);
     let provider = providers::for_agent(agent.settings(), &engine.http);
-    let system_prompt = render_options(&agent.settings().system_prompt, &options);
+    let system_prompt: std::sync::Arc<str> =
+        render_options(&agent.settings().system_prompt, &options).into();
     let mut outcome = Outcome {
         stop_reason: StopReason::EndTurn,
         error: None,

@@ -160,8 +160,8 @@ async fn summarize(
     let mut stream = provider.stream(ModelRequest {
         system_prompt: "You write faithful, compact summaries of conversations.".into(),
         messages: older,
-        options: options.clone(),
-        tools: Vec::new(),
+        options: std::sync::Arc::new(options.clone()),
+        tools: std::sync::Arc::from(Vec::new()),
     });
     let mut summary = String::new();
     while let Some(event) = stream.next().await {

@@ -7,6 +7,7 @@ mod openai;
 pub mod tool_names;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures_util::stream::BoxStream;
 
@@ -20,12 +21,13 @@ pub use openai::OpenAiProvider;
 /// What the agent loop asks of a model for one step.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
-    pub system_prompt: String,
+    /// Shared by every step of a turn, like the options and tools.
+    pub system_prompt: Arc<str>,
     pub messages: Vec<HistoryMessage>,
     /// The session's options, secrets decrypted: never log this.
-    pub options: BTreeMap<String, String>,
+    pub options: Arc<BTreeMap<String, String>>,
     /// Tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
 }
 
 /// One streamed piece of a model's answer.

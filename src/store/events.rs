@@ -435,8 +435,12 @@ macro_rules! append_rest {
             update.push(") AS v WHERE turns.id = v.column1 AND turns.tenant_id = v.column8");
             update.build().execute(&mut *$tx).await?;
             for (group, _, at, data) in &stops {
-                if let (Some(run), EventData::TurnStop { stop_reason, error, .. }) =
-                    (&group.run, data)
+                if let (
+                    Some(run),
+                    EventData::TurnStop {
+                        stop_reason, error, ..
+                    },
+                ) = (&group.run, data)
                 {
                     let status = RunStatus::after_stop(*stop_reason, error.as_ref());
                     update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());

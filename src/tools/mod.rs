@@ -5,6 +5,8 @@ mod calculator;
 pub mod fetch;
 pub mod mcp;
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use crate::model::{TenantId, ToolSpec};
@@ -71,13 +73,54 @@ impl Builtin {
     }
 }
 
-/// Checks `input` against the tool's JSON schema; the error lists what does not fit.
+/// A tool's argument schema, compiled once (when the tool is configured or listed).
+#[derive(Clone)]
+pub struct ArgumentSchema {
+    schema: Value,
+    validator: Result<Arc<jsonschema::Validator>, String>,
+}
+
+impl ArgumentSchema {
+    pub fn compile(schema: &Value) -> Self {
+        Self {
+            schema: schema.clone(),
+            validator: jsonschema::validator_for(schema)
+                .map(Arc::new)
+                .map_err(|e| format!("the tool's parameter schema is invalid: {e}")),
+        }
+    }
+
+    /// Checks `input` against the schema; the error lists what does not fit.
+    pub fn check(&self, input: &Map<String, Value>) -> Result<(), String> {
+        validate_with(&self.validator, input)
+    }
+}
+
+impl std::fmt::Debug for ArgumentSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ArgumentSchema").field(&self.schema).finish()
+    }
+}
+
+impl PartialEq for ArgumentSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.schema == other.schema
+    }
+}
+
+/// Checks `input` against a JSON schema compiled for this one call.
 pub fn validate_arguments(schema: &Value, input: &Map<String, Value>) -> Result<(), String> {
+    ArgumentSchema::compile(schema).check(input)
+}
+
+fn validate_with(
+    validator: &Result<Arc<jsonschema::Validator>, String>,
+    input: &Map<String, Value>,
+) -> Result<(), String> {
     if let Some(raw) = input.get("_invalid_arguments") {
         return Err(format!("the arguments are not a JSON object: {raw}"));
     }
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| format!("the tool's parameter schema is invalid: {e}"))?;
+    let validator = validator.as_ref().map_err(Clone::clone)?;
     let instance = Value::Object(input.clone());
     let errors: Vec<String> = validator
         .iter_errors(&instance)

@@ -119,11 +119,15 @@ pub(super) async fn list_tools(
         .map_err(|e| format!("tools/list failed: {e}"))?;
     Ok(tools
         .into_iter()
-        .map(|tool| McpTool {
-            name: tool.name.into_owned(),
-            title: tool.title,
-            description: tool.description.map(|d| d.into_owned()).unwrap_or_default(),
-            input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+        .map(|tool| {
+            let input_schema = serde_json::Value::Object((*tool.input_schema).clone());
+            McpTool {
+                name: tool.name.into_owned(),
+                title: tool.title,
+                description: tool.description.map(|d| d.into_owned()).unwrap_or_default(),
+                arguments: super::super::ArgumentSchema::compile(&input_schema),
+                input_schema,
+            }
         })
         .collect())
 }

@@ -31,6 +31,8 @@ pub struct McpTool {
     pub description: String,
     /// The JSON Schema of its arguments, as the server lists it.
     pub input_schema: Value,
+    /// The same, compiled when the tool was listed.
+    pub arguments: super::ArgumentSchema,
 }
 
 /// A connected server: its client and its latest tool list.
@@ -173,7 +175,7 @@ impl McpRegistry {
         let Some(listed) = live.tools.iter().find(|t| t.name == tool) else {
             return format!("Error: there is no tool named `{server}.{tool}`.");
         };
-        if let Err(problem) = super::validate_arguments(&listed.input_schema, input) {
+        if let Err(problem) = listed.arguments.check(input) {
             return format!("Error: invalid arguments: {problem}");
         }
         let limit = Duration::from_secs(state.settings.timeout_seconds);
