@@ -374,7 +374,7 @@ macro_rules! append_rest {
                     .await?;
             }
         }
-        // The turns' state changes: one statement for the batch's starts, one for its stops.
+        // The turns' state changes: one statement for the batch's starts.
         let mut starts = Vec::new();
         let mut stops = Vec::new();
         for group in $groups {
@@ -386,20 +386,31 @@ macro_rules! append_rest {
             }
         }
         if !starts.is_empty() {
+            // `CASE id WHEN … END` picks each turn's values; `id IN (…)` finds the turns by
+            // their key (a join with a VALUES list is planned as a scan of turns).
             let mut update = QueryBuilder::<$db>::new(
-                "UPDATE turns SET status = 'running', started_at = v.column2, \
-                 first_seq = COALESCE(turns.first_seq, v.column3) FROM (",
+                "UPDATE turns SET status = 'running', started_at = CASE id",
             );
-            update.push_values(&starts, |mut row, (group, seq, at)| {
-                row.push_bind(group.turn)
-                    .push_bind(Stamp(*at))
-                    .push_bind(*seq)
-                    .push_bind(group.tenant);
-            });
-            update.push(
-                ") AS v WHERE turns.id = v.column1 AND turns.tenant_id = v.column4 \
-                 AND turns.status = 'queued'",
-            );
+            for (group, _, at) in &starts {
+                update.push(" WHEN ").push_bind(group.turn);
+                update.push(" THEN ").push_bind(Stamp(*at));
+            }
+            update.push(" END, first_seq = COALESCE(first_seq, CASE id");
+            for (group, seq, _) in &starts {
+                update.push(" WHEN ").push_bind(group.turn);
+                update.push(" THEN ").push_bind(*seq);
+            }
+            update.push(" END) WHERE status = 'queued' AND tenant_id = CASE id");
+            for (group, _, _) in &starts {
+                update.push(" WHEN ").push_bind(group.turn);
+                update.push(" THEN ").push_bind(group.tenant);
+            }
+            update.push(" END AND id IN (");
+            let mut ids = update.separated(", ");
+            for (group, _, _) in &starts {
+                ids.push_bind(group.turn);
+            }
+            update.push(")");
             update.build().execute(&mut *$tx).await?;
             for (group, _, at) in &starts {
                 if let Some(run) = &group.run {
@@ -407,44 +418,35 @@ macro_rules! append_rest {
                 }
             }
         }
-        if !stops.is_empty() {
-            let mut update = QueryBuilder::<$db>::new(
-                "UPDATE turns SET status = v.column2, stop_reason = v.column3, \
-                 error = v.column4, usage = v.column5, finished_at = v.column6, \
-                 last_seq = v.column7, first_seq = COALESCE(turns.first_seq, v.column7) FROM (",
-            );
-            update.push_values(&stops, |mut row, (group, seq, at, data)| {
-                let EventData::TurnStop {
-                    stop_reason,
-                    error,
-                    usage,
-                } = data
-                else {
-                    unreachable!("a stop change comes from turn_stop")
-                };
-                let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
-                row.push_bind(group.turn)
-                    .push_bind(status.as_str())
-                    .push_bind(stop_reason.as_str())
-                    .push_bind(error.as_ref().map(Json))
-                    .push_bind(Json(usage))
-                    .push_bind(Stamp(*at))
-                    .push_bind(*seq)
-                    .push_bind(group.tenant);
-            });
-            update.push(") AS v WHERE turns.id = v.column1 AND turns.tenant_id = v.column8");
-            update.build().execute(&mut *$tx).await?;
-            for (group, _, at, data) in &stops {
-                if let (
-                    Some(run),
-                    EventData::TurnStop {
-                        stop_reason, error, ..
-                    },
-                ) = (&group.run, data)
-                {
-                    let status = RunStatus::after_stop(*stop_reason, error.as_ref());
-                    update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());
-                }
+        // A batch rarely stops more than a few turns: one statement each, by key.
+        for (group, seq, at, data) in &stops {
+            let EventData::TurnStop {
+                stop_reason,
+                error,
+                usage,
+            } = data
+            else {
+                unreachable!("a stop change comes from turn_stop")
+            };
+            let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
+            sqlx::query(
+                "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
+                 usage = $5, finished_at = $6, last_seq = $7, \
+                 first_seq = COALESCE(first_seq, $7) WHERE tenant_id = $8 AND id = $1",
+            )
+            .bind(group.turn)
+            .bind(status.as_str())
+            .bind(stop_reason.as_str())
+            .bind(error.as_ref().map(Json))
+            .bind(Json(usage))
+            .bind(Stamp(*at))
+            .bind(*seq)
+            .bind(group.tenant)
+            .execute(&mut *$tx)
+            .await?;
+            if let Some(run) = &group.run {
+                let status = RunStatus::after_stop(*stop_reason, error.as_ref());
+                update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());
             }
         }
     };
