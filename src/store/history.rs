@@ -19,8 +19,56 @@ impl Store {
         session: &SessionId,
         kind: HistoryType,
     ) -> Result<Vec<HistoryMessage>, StoreError> {
-        self.list_history_page(tenant, session, kind, 0, i64::MAX)
+        match kind {
+            HistoryType::Full => {
+                self.list_history_page(tenant, session, kind, 0, i64::MAX)
+                    .await
+            }
+            HistoryType::Compacted => self.list_compacted_history(tenant, session).await,
+        }
+    }
+
+    /// The whole compacted history: the full history after the overlay, read in key order
+    /// (no sort), and the overlay before it only when the session has one.
+    async fn list_compacted_history(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Vec<HistoryMessage>, StoreError> {
+        let rows: Vec<(Option<Json<HistoryMessage>>, Option<i64>)> = with_db!(self, |pool| {
+            sqlx::query_as(
+                "SELECT h.message, s.compacted_through FROM sessions s \
+                 LEFT JOIN history h ON h.session_id = s.id \
+                 AND h.position > COALESCE(s.compacted_through, -1) \
+                 WHERE s.tenant_id = $1 AND s.id = $2 ORDER BY h.position",
+            )
+            .bind(tenant)
+            .bind(session)
+            .fetch_all(pool)
             .await
+        })?;
+        let compacted = rows.first().is_some_and(|(_, through)| through.is_some());
+        let tail = rows
+            .into_iter()
+            .filter_map(|(message, _)| message.map(|Json(m)| m));
+        if !compacted {
+            return Ok(tail.collect());
+        }
+        let mut messages: Vec<HistoryMessage> = with_db!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT c.message FROM compacted_history c JOIN sessions s ON s.id = c.session_id \
+                 WHERE s.tenant_id = $1 AND c.session_id = $2 ORDER BY c.position",
+            )
+            .bind(tenant)
+            .bind(session)
+            .fetch_all(pool)
+            .await
+        })?
+        .into_iter()
+        .map(|Json(m): Json<HistoryMessage>| m)
+        .collect();
+        messages.extend(tail);
+        Ok(messages)
     }
 
     /// Up to `limit` messages of the session's history of the given type from the
