@@ -385,6 +385,13 @@ macro_rules! append_rest {
                 }
             }
         }
+        // A turn that starts and stops in one batch is written once, by its stop.
+        let started_here: Vec<(TurnId, i64, DateTime<Utc>)> = starts
+            .iter()
+            .filter(|(group, _, _)| stops.iter().any(|(g, ..)| g.turn == group.turn))
+            .map(|(group, seq, at)| (group.turn, *seq, *at))
+            .collect();
+        starts.retain(|(group, _, _)| !started_here.iter().any(|(turn, ..)| *turn == group.turn));
         if !starts.is_empty() {
             // `CASE id WHEN … END` picks each turn's values; `id IN (…)` finds the turns by
             // their key (a join with a VALUES list is planned as a scan of turns).
@@ -429,10 +436,12 @@ macro_rules! append_rest {
                 unreachable!("a stop change comes from turn_stop")
             };
             let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
+            let started = started_here.iter().find(|(turn, ..)| *turn == group.turn);
             sqlx::query(
                 "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
                  usage = $5, finished_at = $6, last_seq = $7, \
-                 first_seq = COALESCE(first_seq, $7) WHERE tenant_id = $8 AND id = $1",
+                 first_seq = COALESCE(first_seq, $10, $7), started_at = COALESCE(started_at, $9) \
+                 WHERE tenant_id = $8 AND id = $1",
             )
             .bind(group.turn)
             .bind(status.as_str())
@@ -442,6 +451,8 @@ macro_rules! append_rest {
             .bind(Stamp(*at))
             .bind(*seq)
             .bind(group.tenant)
+            .bind(started.map(|(_, _, at)| Stamp(*at)))
+            .bind(started.map(|(_, seq, _)| *seq))
             .execute(&mut *$tx)
             .await?;
             if let Some(run) = &group.run {
