@@ -1084,6 +1084,42 @@ async fn classic_figures(bench: &Arc<Bench>, args: &Args) {
         ms(replays[0])
     );
 
+    // The AAP face replays a finished message's deltas as one; ACP sends them as streamed,
+    // so the same kind of turn as an ACP run replays every delta from the coalesced log.
+    let part = json!({"content_type": "text/plain", "content": text,
+        "content_encoding": "plain", "content_url": null, "metadata": null, "name": null});
+    let run = bench
+        .post(
+            "/acp/runs",
+            &token,
+            json!({"agent_name": "echo", "mode": "sync",
+                   "input": [{"role": "user", "parts": [part]}]}),
+        )
+        .await;
+    let run = run["run_id"].as_str().expect("a run id").to_owned();
+    let mut replays = Vec::new();
+    let mut frames = 0;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let response = bench
+            .http
+            .get(format!("{}/acp/runs/{run}/events", bench.url))
+            .bearer_auth(&token)
+            .header("Accept", "text/event-stream")
+            .send()
+            .await
+            .expect("the server answers");
+        let body = response.bytes().await.expect("a replay");
+        frames = body.windows(2).filter(|w| w == b"\n\n").count();
+        replays.push(started.elapsed());
+    }
+    replays.sort();
+    println!(
+        "replay of a {frames}-frame ACP run (every delta): median {}, best {}",
+        ms(replays[replays.len() / 2]),
+        ms(replays[0])
+    );
+
     // (e) fan-out to many live subscribers of one session
     let token = bench.tenant_token().await;
     let session = bench.session(&token).await;

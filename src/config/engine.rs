@@ -14,6 +14,8 @@ pub struct EngineSettings {
     pub max_queued_turns_per_tenant: usize,
     /// The most messages one request may bring as a new session's history.
     pub max_seed_messages: usize,
+    /// Message text of the in-memory session histories, in KiB.
+    pub history_cache_kib: usize,
     pub shutdown_grace_seconds: u64,
     pub sse_keep_alive_seconds: u64,
     pub max_batch_events: usize,

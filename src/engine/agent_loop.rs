@@ -285,9 +285,15 @@ async fn run_steps(
             options: &options,
             token_ratio: token_ratio.unwrap_or(1.0),
         };
-        let (messages, compaction) =
-            compaction::history_for_model(&engine.store, turn, agent, provider.as_ref(), &input)
-                .await?;
+        let (messages, compaction) = compaction::history_for_model(
+            &engine.store,
+            &engine.histories,
+            turn,
+            agent,
+            provider.as_ref(),
+            &input,
+        )
+        .await?;
         if let Some(event) = compaction {
             log.emit(vec![event], Vec::new()).await;
             log.sync().await?;

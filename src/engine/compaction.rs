@@ -6,8 +6,9 @@
 use futures_util::StreamExt;
 
 use super::error::EngineError;
+use super::histories::Histories;
 use crate::agents::Agent;
-use crate::config::{CompactionStrategy, HistoryType};
+use crate::config::CompactionStrategy;
 use crate::model::{Content, ContentBlock, EventData, HistoryMessage, ToolSpec, Turn};
 use crate::providers::{ModelEvent, ModelRequest, Provider, estimate_tokens};
 use crate::store::Store;
@@ -52,6 +53,7 @@ impl ModelInput<'_> {
 /// still does not fit. The event to record comes with it.
 pub async fn history_for_model(
     store: &Store,
+    histories: &Histories,
     turn: &Turn,
     agent: &Agent,
     provider: &dyn Provider,
@@ -60,8 +62,8 @@ pub async fn history_for_model(
     let options = input.options;
     let settings = &agent.settings().history;
     if settings.budget_tokens == 0 {
-        let messages = store
-            .list_history(&turn.tenant_id, &turn.session_id, HistoryType::Compacted)
+        let messages = histories
+            .compacted(store, &turn.tenant_id, &turn.session_id)
             .await?;
         return Ok((Some(messages), None));
     }

@@ -10,6 +10,7 @@ mod compaction;
 mod error;
 mod fanout;
 mod follow;
+mod histories;
 mod input;
 mod parts;
 mod runner;

@@ -147,6 +147,8 @@ pub struct Engine {
     pub(super) tools: crate::config::ToolsSettings,
     pub(super) mcp: Arc<crate::tools::mcp::McpRegistry>,
     fanout: Arc<Fanout>,
+    /// Recently active sessions' histories, read incrementally.
+    pub(super) histories: super::histories::Histories,
     pub(super) settings: EngineSettings,
     tracker: TaskTracker,
     controls: Mutex<HashMap<TurnId, Arc<TurnControl>>>,
@@ -180,6 +182,7 @@ impl Engine {
             tools,
             mcp,
             fanout,
+            histories: super::histories::Histories::new(settings.history_cache_kib * 1024),
             global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
             settings,
             tracker: TaskTracker::new(),

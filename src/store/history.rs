@@ -28,6 +28,53 @@ impl Store {
         }
     }
 
+    /// The full history's messages from `position` on, in order, with the position the
+    /// compacted overlay stands for (`None`: no overlay). `NotFound` for an unknown session.
+    pub async fn list_history_since(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        position: i64,
+    ) -> Result<(Option<i64>, Vec<HistoryMessage>), StoreError> {
+        let rows: Vec<(Option<Json<HistoryMessage>>, Option<i64>)> = with_db!(self, |pool| {
+            sqlx::query_as(
+                "SELECT h.message, s.compacted_through FROM sessions s \
+                 LEFT JOIN history h ON h.session_id = s.id AND h.position >= $3 \
+                 WHERE s.tenant_id = $1 AND s.id = $2 ORDER BY h.position",
+            )
+            .bind(tenant)
+            .bind(session)
+            .bind(position)
+            .fetch_all(pool)
+            .await
+        })?;
+        let through = rows.first().ok_or(StoreError::NotFound)?.1;
+        let messages = rows
+            .into_iter()
+            .filter_map(|(message, _)| message.map(|Json(m)| m))
+            .collect();
+        Ok((through, messages))
+    }
+
+    /// The compacted overlay alone (empty when the session has none).
+    pub async fn list_compaction_overlay(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Vec<HistoryMessage>, StoreError> {
+        let rows: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT c.message FROM compacted_history c JOIN sessions s ON s.id = c.session_id \
+                 WHERE s.tenant_id = $1 AND c.session_id = $2 ORDER BY c.position",
+            )
+            .bind(tenant)
+            .bind(session)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(|Json(m)| m).collect())
+    }
+
     /// The whole compacted history: the full history after the overlay, read in key order
     /// (no sort), and the overlay before it only when the session has one.
     async fn list_compacted_history(
@@ -54,19 +101,7 @@ impl Store {
         if !compacted {
             return Ok(tail.collect());
         }
-        let mut messages: Vec<HistoryMessage> = with_db!(self, |pool| {
-            sqlx::query_scalar(
-                "SELECT c.message FROM compacted_history c JOIN sessions s ON s.id = c.session_id \
-                 WHERE s.tenant_id = $1 AND c.session_id = $2 ORDER BY c.position",
-            )
-            .bind(tenant)
-            .bind(session)
-            .fetch_all(pool)
-            .await
-        })?
-        .into_iter()
-        .map(|Json(m): Json<HistoryMessage>| m)
-        .collect();
+        let mut messages = self.list_compaction_overlay(tenant, session).await?;
         messages.extend(tail);
         Ok(messages)
     }
