@@ -10,7 +10,11 @@ use crate::helpers::{TestApp, TestDb, captured_logs, spawn_app_on, user};
 use crate::scripted::{Reply, ScriptedOpenAi, finish, reasoning, text, tool_fragment, usage};
 
 async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
-    let config = String::from("[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\n")
+    spawn_app_on(Arc::new(TestDb::new().await), &gpt_config(server)).await
+}
+
+fn gpt_config(server: &ScriptedOpenAi) -> String {
+    String::from("[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\n")
         + "base_url = \""
         + &server.url
         + "\"\n"
@@ -46,8 +50,7 @@ name = "clock"
 [[agents.tools]]
 name = "memory"
 expose = false
-"#;
-    spawn_app_on(Arc::new(TestDb::new().await), &config).await
+"#
 }
 
 fn hello() -> Reply {
@@ -1172,4 +1175,68 @@ async fn http_fetch_refuses_internal_addresses_unless_allowed() {
         let result = reply.body["messages"][1]["content"].as_str().unwrap();
         assert!(result.contains(expected), "{result}");
     }
+}
+
+#[tokio::test]
+async fn the_model_sees_every_message_of_the_session_also_those_another_process_added() {
+    // The process keeps the histories it read and reads only what was added since.
+    let server = ScriptedOpenAi::start().await;
+    let db = Arc::new(TestDb::new().await);
+    let first = spawn_app_on(db.clone(), &gpt_config(&server)).await;
+    let (tenant, token) = first.new_tenant().await;
+    let session = first
+        .create_session(&token, json!({"agent": {"name": "gpt"}}))
+        .await;
+    let path = format!("/sessions/{session}/turns");
+    let say = |text: &str| Reply::Stream(vec![crate::scripted::text(text), finish("stop")]);
+
+    server.push(say("one"));
+    let reply = first
+        .post(&path, &token, json!({"messages": [user("1")]}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    // On PostgreSQL a second process on the same database runs the next turn (SQLite is
+    // one process's database: there the same process runs it).
+    let other;
+    let second = if db.url().starts_with("sqlite:") {
+        &first
+    } else {
+        other = spawn_app_on(db.clone(), &gpt_config(&server)).await;
+        &other
+    };
+    let other_token = second.token_for(&tenant).await;
+    server.push(say("two"));
+    let reply = second
+        .post(&path, &other_token, json!({"messages": [user("2")]}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    server.push(say("three"));
+    let reply = first
+        .post(&path, &token, json!({"messages": [user("3")]}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+
+    let sent: Vec<(String, String)> = server.requests()[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("user", "1"),
+        ("assistant", "one"),
+        ("user", "2"),
+        ("assistant", "two"),
+        ("user", "3"),
+    ]
+    .iter()
+    .map(|(r, c)| (r.to_string(), c.to_string()))
+    .collect();
+    assert_eq!(sent, expected);
 }
