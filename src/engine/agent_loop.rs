@@ -22,11 +22,13 @@ use crate::store::Deltas;
 use crate::store::StoreError;
 use crate::tools;
 
-/// Appends a turn's events in order; remembers the last receipt to learn of failures.
+/// Appends a turn's events in order; remembers the last receipt to learn of failures, and
+/// the history messages not yet known durable, to add them to the session's cached history.
 struct TurnLog<'a> {
     engine: &'a Engine,
     turn: &'a Turn,
     last: Option<Receipt>,
+    unsynced: Vec<HistoryMessage>,
 }
 
 impl<'a> TurnLog<'a> {
@@ -35,10 +37,12 @@ impl<'a> TurnLog<'a> {
             engine,
             turn,
             last: None,
+            unsynced: Vec::new(),
         }
     }
 
     async fn emit(&mut self, events: Vec<EventData>, history: Vec<HistoryMessage>) {
+        self.unsynced.extend(history.iter().cloned());
         let receipt = self
             .engine
             .writer
@@ -56,13 +60,25 @@ impl<'a> TurnLog<'a> {
 
     /// Waits until everything emitted so far is durable.
     async fn sync(&mut self) -> Result<(), StoreError> {
-        match self.last.take() {
+        let synced = match self.last.take() {
             None => Ok(()),
             Some(receipt) => match receipt.await {
                 Ok(result) => result.map(|_| ()),
                 Err(_) => Err(StoreError::Corrupt("the event writer stopped".into())),
             },
+        };
+        let histories = &self.engine.histories;
+        let session = &self.turn.session_id;
+        match &synced {
+            Ok(()) if !self.unsynced.is_empty() => {
+                histories.added(&self.turn.id, session, &self.unsynced);
+                self.unsynced.clear();
+            }
+            Ok(()) => {}
+            // What is durable is unknown: the history is read again.
+            Err(_) => histories.forget(session),
         }
+        synced
     }
 
     /// Ends the turn with its terminal event and waits for it to be durable.
@@ -289,6 +305,7 @@ async fn run_steps(
             &engine.store,
             &engine.histories,
             turn,
+            session,
             agent,
             provider.as_ref(),
             &input,

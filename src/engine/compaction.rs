@@ -9,7 +9,7 @@ use super::error::EngineError;
 use super::histories::Histories;
 use crate::agents::Agent;
 use crate::config::CompactionStrategy;
-use crate::model::{Content, ContentBlock, EventData, HistoryMessage, ToolSpec, Turn};
+use crate::model::{Content, ContentBlock, EventData, HistoryMessage, Session, ToolSpec, Turn};
 use crate::providers::{ModelEvent, ModelRequest, Provider, estimate_tokens};
 use crate::store::Store;
 
@@ -55,6 +55,7 @@ pub async fn history_for_model(
     store: &Store,
     histories: &Histories,
     turn: &Turn,
+    session: &Session,
     agent: &Agent,
     provider: &dyn Provider,
     input: &ModelInput<'_>,
@@ -62,9 +63,7 @@ pub async fn history_for_model(
     let options = input.options;
     let settings = &agent.settings().history;
     if settings.budget_tokens == 0 {
-        let messages = histories
-            .compacted(store, &turn.tenant_id, &turn.session_id)
-            .await?;
+        let messages = histories.compacted(store, session, &turn.id).await?;
         return Ok((Some(messages), None));
     }
     let view = store

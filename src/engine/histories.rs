@@ -1,7 +1,16 @@
-//! The histories of recently active sessions, kept in memory so that a turn reads only the
-//! messages added since the last one: the full history is append-only, so what was read
-//! stays true, and the compacted overlay is read again only when the position it stands
-//! for moves (another process's compaction included).
+//! Recently active sessions kept in memory: the session's row and its history, so that a
+//! turn in steady state reads neither. The full history is append-only, so what was read
+//! stays true; what may have changed since is checked where it costs nothing:
+//!
+//! - admission commits the turn only if the session's row, its compaction point and its
+//!   history length are still those remembered (one condition of the turn's own `INSERT`);
+//!   a mismatch (another process's turn, compaction or change) drops the entry and the
+//!   turn is admitted again from the database;
+//! - while a turn runs, no one else writes its session's history (one active turn per
+//!   session, enforced by the database), so the entry admission checked stays exact if the
+//!   turn adds what it makes durable, and its model steps read nothing;
+//! - an entry admission did not check is brought up to date by reading only the messages
+//!   after it (the compacted overlay again only when the compaction point moved).
 //!
 //! Bounded by `engine.history_cache_kib` of message text over all sessions; the least
 //! recently used sessions go first, and a history larger than a quarter of it is not kept.
@@ -9,8 +18,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::model::{HistoryMessage, SessionId, TenantId};
-use crate::store::{Store, StoreError};
+use super::input::{PendingCall, pending_tool_calls};
+use crate::model::{HistoryMessage, Session, SessionId, TenantId, TurnId};
+use crate::store::{Remembered, Store, StoreError};
 
 #[derive(Debug)]
 pub struct Histories {
@@ -32,17 +42,34 @@ struct Entry {
     used: u64,
 }
 
-/// A session's history as last read.
+/// A session as last read or written.
 #[derive(Debug)]
 struct Cached {
+    /// The session's row, once a turn ran with it.
+    session: Option<Session>,
     full: Vec<HistoryMessage>,
     full_bytes: usize,
     through: Option<i64>,
     overlay: Vec<HistoryMessage>,
     overlay_bytes: usize,
+    /// The turn for which this is known to be the whole history: its admission checked it,
+    /// or it read it, and it adds what it writes.
+    exact_for: Option<TurnId>,
 }
 
 impl Cached {
+    fn empty() -> Self {
+        Cached {
+            session: None,
+            full: Vec::new(),
+            full_bytes: 0,
+            through: None,
+            overlay: Vec::new(),
+            overlay_bytes: 0,
+            exact_for: None,
+        }
+    }
+
     fn bytes(&self) -> usize {
         self.full_bytes + self.overlay_bytes
     }
@@ -54,6 +81,22 @@ impl Cached {
         messages.extend(self.full.iter().skip(after).cloned());
         messages
     }
+
+    fn extend(&mut self, messages: impl IntoIterator<Item = HistoryMessage>) {
+        for message in messages {
+            self.full_bytes += size_of(std::slice::from_ref(&message));
+            self.full.push(message);
+        }
+    }
+}
+
+/// What admission may use instead of reading the database, and what its `INSERT` checks.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub session: Session,
+    /// The tool calls the history leaves unanswered.
+    pub pending: Vec<PendingCall>,
+    pub remembered: Remembered,
 }
 
 fn size_of(messages: &[HistoryMessage]) -> usize {
@@ -71,40 +114,119 @@ impl Histories {
         }
     }
 
-    /// The session's compacted history, reading only what was added since the last call.
-    /// One turn of a session runs at a time, so the entry is taken out while it is read.
+    /// The session as remembered, for a turn's admission; `None` when it is not.
+    pub fn snapshot(&self, tenant: &TenantId, session: &SessionId) -> Option<Snapshot> {
+        let state = self.state.lock().expect("histories lock");
+        let entry = state.entries.get(session).filter(|e| e.tenant == *tenant)?;
+        let cached = &entry.history;
+        let row = cached.session.clone()?;
+        // Calls can only be pending after the last user message.
+        let from = cached
+            .full
+            .iter()
+            .rposition(|m| matches!(m, HistoryMessage::User { .. }))
+            .unwrap_or(0);
+        Some(Snapshot {
+            remembered: Remembered {
+                updated_at: row.updated_at,
+                history_len: cached.full.len() as i64,
+                compacted_through: cached.through,
+            },
+            pending: pending_tool_calls(&cached.full[from..]),
+            session: row,
+        })
+    }
+
+    /// A turn was admitted on `snapshot` with `input` and the session as `session`: the
+    /// entry is that turn's whole history, if nothing moved it since the snapshot.
+    pub fn admitted(
+        &self,
+        turn: &TurnId,
+        snapshot: &Snapshot,
+        session: &Session,
+        input: &[HistoryMessage],
+    ) {
+        let mut state = self.state.lock().expect("histories lock");
+        let Some(entry) = state.entries.get_mut(&session.id) else {
+            return;
+        };
+        let cached = &mut entry.history;
+        if cached.full.len() as i64 != snapshot.remembered.history_len
+            || cached.through != snapshot.remembered.compacted_through
+        {
+            let gone = state.entries.remove(&session.id).expect("present");
+            state.bytes -= gone.history.bytes();
+            return;
+        }
+        let before = cached.bytes();
+        cached.extend(input.iter().cloned());
+        cached.session = Some(session.clone());
+        cached.exact_for = Some(*turn);
+        let after = cached.bytes();
+        state.bytes = state.bytes - before + after;
+        self.evict(&mut state, &session.id);
+    }
+
+    /// Messages `turn` made durable in its session's history.
+    pub fn added(&self, turn: &TurnId, session: &SessionId, messages: &[HistoryMessage]) {
+        let mut state = self.state.lock().expect("histories lock");
+        let Some(entry) = state.entries.get_mut(session) else {
+            return;
+        };
+        if entry.history.exact_for != Some(*turn) {
+            return;
+        }
+        let before = entry.history.bytes();
+        entry.history.extend(messages.iter().cloned());
+        let after = entry.history.bytes();
+        state.bytes = state.bytes - before + after;
+        self.evict(&mut state, session);
+    }
+
+    /// Drops what is remembered of a session.
+    pub fn forget(&self, session: &SessionId) {
+        let mut state = self.state.lock().expect("histories lock");
+        if let Some(gone) = state.entries.remove(session) {
+            state.bytes -= gone.history.bytes();
+        }
+    }
+
+    /// The compacted history `turn` feeds its model, read from the database only where
+    /// the entry is not known to be exact. One turn of a session runs at a time, so the
+    /// entry is taken out while it is read.
     pub async fn compacted(
         &self,
         store: &Store,
-        tenant: &TenantId,
-        session: &SessionId,
+        session: &Session,
+        turn: &TurnId,
     ) -> Result<Vec<HistoryMessage>, StoreError> {
-        let known = self.take(tenant, session);
-        let fresh = known.is_none();
-        let from = known.as_ref().map_or(0, |k| k.full.len() as i64);
-        let (through, added) = store.list_history_since(tenant, session, from).await?;
+        let (tenant, id) = (&session.tenant_id, &session.id);
+        let known = self.take(tenant, id);
         let mut cached = match known {
+            Some(known) if known.exact_for == Some(*turn) => {
+                let messages = known.compacted();
+                self.put(tenant, id, known);
+                return Ok(messages);
+            }
             Some(known) => known,
-            None => Cached {
-                full: Vec::new(),
-                full_bytes: 0,
-                through: None,
-                overlay: Vec::new(),
-                overlay_bytes: 0,
-            },
+            None => Cached::empty(),
         };
+        let fresh = cached.session.is_none() && cached.full.is_empty();
+        let from = cached.full.len() as i64;
+        let (through, added) = store.list_history_since(tenant, id, from).await?;
         if fresh || cached.through != through {
             cached.overlay = match through {
                 None => Vec::new(),
-                Some(_) => store.list_compaction_overlay(tenant, session).await?,
+                Some(_) => store.list_compaction_overlay(tenant, id).await?,
             };
             cached.overlay_bytes = size_of(&cached.overlay);
             cached.through = through;
         }
-        cached.full_bytes += size_of(&added);
-        cached.full.extend(added);
+        cached.extend(added);
+        cached.session = Some(session.clone());
+        cached.exact_for = Some(*turn);
         let messages = cached.compacted();
-        self.put(tenant, session, cached);
+        self.put(tenant, id, cached);
         Ok(messages)
     }
 
@@ -120,19 +242,6 @@ impl Histories {
             return;
         }
         let mut state = self.state.lock().expect("histories lock");
-        while state.bytes + cached.bytes() > self.budget {
-            let Some(oldest) = state
-                .entries
-                .iter()
-                .min_by_key(|(_, e)| e.used)
-                .map(|(id, _)| *id)
-            else {
-                break;
-            };
-            if let Some(old) = state.entries.remove(&oldest) {
-                state.bytes -= old.history.bytes();
-            }
-        }
         state.clock += 1;
         let used = state.clock;
         state.bytes += cached.bytes();
@@ -144,5 +253,172 @@ impl Histories {
                 used,
             },
         );
+        self.evict(&mut state, session);
+    }
+
+    /// Evicts the least recently used entries (never `keep`) until within the budget;
+    /// `keep` itself goes if it alone is over a quarter of it.
+    fn evict(&self, state: &mut State, keep: &SessionId) {
+        if state
+            .entries
+            .get(keep)
+            .is_some_and(|e| e.history.bytes() > self.budget / 4)
+        {
+            let gone = state.entries.remove(keep).expect("present");
+            state.bytes -= gone.history.bytes();
+        }
+        while state.bytes > self.budget {
+            let Some(oldest) = state
+                .entries
+                .iter()
+                .filter(|(id, _)| *id != keep)
+                .min_by_key(|(_, e)| e.used)
+                .map(|(id, _)| *id)
+            else {
+                break;
+            };
+            if let Some(old) = state.entries.remove(&oldest) {
+                state.bytes -= old.history.bytes();
+            }
+        }
+        state.clock += 1;
+        let clock = state.clock;
+        if let Some(entry) = state.entries.get_mut(keep) {
+            entry.used = clock;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Content, ContentBlock};
+
+    fn session() -> Session {
+        Session {
+            id: SessionId::generate(),
+            tenant_id: TenantId::generate(),
+            agent: "echo".into(),
+            server_tools: Vec::new(),
+            options: Default::default(),
+            sealed_options: Default::default(),
+            client_tools: Vec::new(),
+            alias: None,
+            created_at: crate::model::now(),
+            updated_at: crate::model::now(),
+        }
+    }
+
+    fn user(text: &str) -> HistoryMessage {
+        HistoryMessage::User {
+            content: Content::Text(text.into()),
+        }
+    }
+
+    fn call(id: &str) -> HistoryMessage {
+        HistoryMessage::Assistant {
+            content: Content::Blocks(vec![ContentBlock::ToolUse {
+                tool_call_id: id.into(),
+                name: "lookup".into(),
+                input: Default::default(),
+            }]),
+        }
+    }
+
+    /// An entry as a turn that read its (empty) history leaves it.
+    fn remembered(histories: &Histories, session: &Session, turn: &TurnId) {
+        histories.put(
+            &session.tenant_id,
+            &session.id,
+            Cached {
+                session: Some(session.clone()),
+                exact_for: Some(*turn),
+                ..Cached::empty()
+            },
+        );
+    }
+
+    #[test]
+    fn a_snapshot_carries_the_length_the_admission_checks_and_the_pending_calls() {
+        let histories = Histories::new(1 << 20);
+        let session = session();
+        let first = TurnId::generate();
+        assert!(
+            histories
+                .snapshot(&session.tenant_id, &session.id)
+                .is_none()
+        );
+        remembered(&histories, &session, &first);
+        histories.added(&first, &session.id, &[user("hi"), call("c1")]);
+
+        let snapshot = histories.snapshot(&session.tenant_id, &session.id).unwrap();
+        assert_eq!(snapshot.remembered.history_len, 2);
+        assert_eq!(snapshot.pending.len(), 1);
+        assert_eq!(snapshot.pending[0].id, "c1");
+        assert!(
+            histories
+                .snapshot(&TenantId::generate(), &session.id)
+                .is_none(),
+            "another tenant's session is not theirs"
+        );
+
+        // A turn admitted on it continues it; another turn's writes do not.
+        let second = TurnId::generate();
+        let answer = HistoryMessage::Tool {
+            tool_call_id: "c1".into(),
+            content: Content::Text("42".into()),
+        };
+        histories.admitted(&second, &snapshot, &session, std::slice::from_ref(&answer));
+        histories.added(&first, &session.id, &[user("late")]);
+        let after = histories.snapshot(&session.tenant_id, &session.id).unwrap();
+        assert_eq!(after.remembered.history_len, 3);
+        assert!(after.pending.is_empty());
+    }
+
+    #[test]
+    fn an_admission_on_a_moved_entry_drops_it() {
+        let histories = Histories::new(1 << 20);
+        let session = session();
+        let first = TurnId::generate();
+        remembered(&histories, &session, &first);
+        let snapshot = histories.snapshot(&session.tenant_id, &session.id).unwrap();
+        histories.added(&first, &session.id, &[user("moved")]);
+        histories.admitted(&TurnId::generate(), &snapshot, &session, &[user("next")]);
+        assert!(
+            histories
+                .snapshot(&session.tenant_id, &session.id)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn entries_stay_within_the_budget() {
+        let text = "x".repeat(100);
+        let one = size_of(&[user(&text)]);
+        let histories = Histories::new(one * 8);
+        let sessions: Vec<Session> = (0..4).map(|_| session()).collect();
+        for session in &sessions {
+            let turn = TurnId::generate();
+            remembered(&histories, session, &turn);
+            histories.added(&turn, &session.id, &[user(&text), user(&text)]);
+        }
+        let state = histories.state.lock().unwrap();
+        assert_eq!(state.bytes, one * 8);
+        drop(state);
+        // A fifth pushes the least recently used one out.
+        let turn = TurnId::generate();
+        let fifth = session();
+        remembered(&histories, &fifth, &turn);
+        histories.added(&turn, &fifth.id, &[user(&text), user(&text)]);
+        assert!(
+            histories
+                .snapshot(&sessions[0].tenant_id, &sessions[0].id)
+                .is_none()
+        );
+        assert!(histories.snapshot(&fifth.tenant_id, &fifth.id).is_some());
+        // One larger than a quarter of the budget is not kept.
+        histories.added(&turn, &fifth.id, &[user(&text)]);
+        assert!(histories.snapshot(&fifth.tenant_id, &fifth.id).is_none());
+        assert!(histories.state.lock().unwrap().bytes <= one * 8);
     }
 }

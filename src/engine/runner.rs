@@ -10,11 +10,13 @@ use futures_util::{FutureExt, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use super::agent_loop;
 use super::error::EngineError;
 use super::fanout::Fanout;
 use super::follow::{Follow, follow};
+use super::histories::Snapshot;
 use super::input::{InputMessage, PendingCall, check_input, pending_tool_calls};
 use super::sessions::seal_option;
 use super::writer::EventWriter;
@@ -253,11 +255,44 @@ impl Engine {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(EngineError::ShuttingDown);
         }
-        let session = self
-            .store
-            .get_session(tenant, session_id)
-            .await
-            .map_err(|e| not_found(e, "session"))?;
+        // The session as remembered, checked by the turn's own INSERT. Read again if it
+        // moved, or if the request looks wrong for it (answers to calls it may not know).
+        if let Some(snapshot) = self.histories.snapshot(tenant, session_id) {
+            match self
+                .admit_on(
+                    tenant,
+                    session_id,
+                    request.clone(),
+                    run.clone(),
+                    Some(snapshot),
+                )
+                .await
+            {
+                Err(EngineError::Store(StoreError::Stale) | EngineError::Invalid(_)) => {
+                    self.histories.forget(session_id);
+                }
+                admitted => return admitted,
+            }
+        }
+        self.admit_on(tenant, session_id, request, run, None).await
+    }
+
+    async fn admit_on(
+        self: &Arc<Self>,
+        tenant: &TenantId,
+        session_id: &SessionId,
+        request: TurnRequest,
+        run: RunPart,
+        snapshot: Option<Snapshot>,
+    ) -> Result<StartedTurn, EngineError> {
+        let session = match &snapshot {
+            Some(snapshot) => snapshot.session.clone(),
+            None => self
+                .store
+                .get_session(tenant, session_id)
+                .await
+                .map_err(|e| not_found(e, "session"))?,
+        };
         if let Some(name) = &request.agent_name
             && *name != session.agent
         {
@@ -289,7 +324,10 @@ impl Engine {
                 agent.check_input_body(content, &format!("messages[{i}].content"))?;
             }
         }
-        let pending = self.pending_tool_calls(tenant, session_id).await?;
+        let pending = match &snapshot {
+            Some(snapshot) => snapshot.pending.clone(),
+            None => self.pending_tool_calls(tenant, session_id).await?,
+        };
         check_input(&request.messages, &pending, |name| {
             agent.has_server_tool(name)
         })?;
@@ -368,11 +406,20 @@ impl Engine {
             .collect();
         let inserted = self
             .store
-            .insert_turn(tenant, &turn, updated.as_ref(), &input, link, answers_calls)
+            .insert_turn(
+                tenant,
+                &turn,
+                updated.as_ref(),
+                &input,
+                link,
+                answers_calls,
+                snapshot.as_ref().map(|s| s.remembered),
+            )
             .await;
         if let Err(error) = inserted {
             self.release_queue_slot(tenant);
             return match error {
+                StoreError::Stale => Err(StoreError::Stale.into()),
                 // Two requests with one key at the same moment: whichever index refused the
                 // second, it is a retry of the first, which is committed by now.
                 StoreError::Conflict(what)
@@ -406,8 +453,21 @@ impl Engine {
         let engine = self.clone();
         let job = turn.clone();
         let session = updated.unwrap_or(session);
-        self.tracker
-            .spawn(async move { engine.execute(job, session, permissions, control).await });
+        if let Some(snapshot) = &snapshot {
+            self.histories
+                .admitted(&turn.id, snapshot, &session, &input);
+        }
+        // Everything the turn's task logs names the turn.
+        let span = tracing::info_span!(
+            "turn",
+            turn_id = %turn.id,
+            session_id = %session_id,
+            tenant_id = %tenant
+        );
+        self.tracker.spawn(
+            async move { engine.execute(job, session, permissions, control).await }
+                .instrument(span),
+        );
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
         Ok(StartedTurn {
             turn,
@@ -714,6 +774,7 @@ impl Engine {
             .delete_session(tenant, session)
             .await
             .map_err(|e| not_found(e, "session"))?;
+        self.histories.forget(session);
         self.fanout.close(session);
         Ok(())
     }

@@ -119,6 +119,7 @@ impl Engine {
                 &[],
                 RunLink::Cancel(&run.id),
                 false,
+                None,
             )
             .await;
         match inserted {
@@ -134,6 +135,8 @@ impl Engine {
             Err(StoreError::Conflict(_)) => return Err(EngineError::SessionBusy),
             Err(other) => return Err(other.into()),
         }
+        // Its answers are not a turn's own: the session's history is read again.
+        self.histories.forget(&turn.session_id);
         agent_loop::answer_cancelled(self, &turn, &pending, CANCELLED_CALL).await;
         Ok(())
     }

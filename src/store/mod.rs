@@ -37,7 +37,7 @@ pub use files::StoredFile;
 pub use runs::RunLink;
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
-pub use turns::UsageTotals;
+pub use turns::{Remembered, UsageTotals};
 
 /// Runs a read with `$pool` bound to the configured pool: the same SQL on both backends.
 macro_rules! with_db {
@@ -92,6 +92,9 @@ pub enum StoreError {
     NotFound,
     #[error("conflict: {0}")]
     Conflict(String),
+    /// What the caller remembered of a row no longer holds; nothing was written.
+    #[error("the remembered state is out of date")]
+    Stale,
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     #[error("migration failed: {0}")]

@@ -69,6 +69,15 @@ pub(super) const APPEND_HISTORY: &str = "INSERT INTO history (session_id, positi
      SELECT $2, (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $2), \
      $3, $4, $5 FROM sessions WHERE id = $2 AND tenant_id = $1";
 
+/// What a process remembers of a session, which a turn's admission checks in its own
+/// `INSERT`: the row's last change, the history's length and the compaction point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Remembered {
+    pub updated_at: DateTime<Utc>,
+    pub history_len: i64,
+    pub compacted_through: Option<i64>,
+}
+
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
 }
@@ -79,7 +88,10 @@ impl Store {
     /// `Conflict("turns_one_active")` when the session already has an active turn;
     /// `Conflict("turns_idempotency")` when the key was used; `Conflict(RUN_NOT_AWAITING)`
     /// when a resumed or cancelled run no longer awaits answers. `answers_calls`: the turn
-    /// answers pending tool calls, which settles runs that awaited them.
+    /// answers pending tool calls, which settles runs that awaited them. With `remembered`,
+    /// nothing is written unless the session is still as remembered: `Stale` otherwise (a
+    /// session that is gone included).
+    #[allow(clippy::too_many_arguments)]
     pub async fn insert_turn(
         &self,
         tenant: &TenantId,
@@ -88,28 +100,44 @@ impl Store {
         input: &[HistoryMessage],
         run: RunLink<'_>,
         answers_calls: bool,
+        remembered: Option<Remembered>,
     ) -> Result<(), StoreError> {
         debug_assert_eq!(run.run(), turn.run_id.as_ref());
+        const INSERT: &str = "INSERT INTO turns (id, tenant_id, session_id, run_id, status, \
+             stream, usage, idempotency_key, request_hash, created_at)";
+        let insert = match remembered {
+            None => format!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
+            Some(_) => format!(
+                "{INSERT} SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM sessions \
+                 WHERE id = $3 AND tenant_id = $2 AND updated_at = $11 \
+                 AND COALESCE(compacted_through, -1) = $12 \
+                 AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history \
+                      WHERE session_id = $3) = $13"
+            ),
+        };
         with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
             admit_run!(tx, tenant, turn, run, answers_calls, before_turn);
-            sqlx::query(
-                "INSERT INTO turns (id, tenant_id, session_id, run_id, status, stream, usage, \
-                 idempotency_key, request_hash, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .bind(turn.id)
-            .bind(tenant)
-            .bind(turn.session_id)
-            .bind(turn.run_id)
-            .bind(turn.status.as_str())
-            .bind(turn.stream.as_str())
-            .bind(Json(&turn.usage))
-            .bind(&turn.idempotency_key)
-            .bind(&turn.request_hash)
-            .bind(Stamp(turn.created_at))
-            .execute(&mut *tx)
-            .await?;
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
+                .bind(turn.id)
+                .bind(tenant)
+                .bind(turn.session_id)
+                .bind(turn.run_id)
+                .bind(turn.status.as_str())
+                .bind(turn.stream.as_str())
+                .bind(Json(&turn.usage))
+                .bind(&turn.idempotency_key)
+                .bind(&turn.request_hash)
+                .bind(Stamp(turn.created_at));
+            if let Some(remembered) = remembered {
+                query = query
+                    .bind(Stamp(remembered.updated_at))
+                    .bind(remembered.compacted_through.unwrap_or(-1))
+                    .bind(remembered.history_len);
+            }
+            if query.execute(&mut *tx).await?.rows_affected() == 0 {
+                return Err(StoreError::Stale);
+            }
             admit_run!(tx, tenant, turn, run, answers_calls, after_turn);
             if let Some(session) = session_update {
                 sqlx::query(

@@ -26,6 +26,7 @@ mod provider_urls;
 mod providers;
 mod queueing;
 mod quickstart;
+mod round_trips;
 mod secrets;
 mod sessions;
 mod streams;

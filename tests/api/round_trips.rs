@@ -1,0 +1,103 @@
+//! What a turn costs the database in steady state: its admission writes the turn and its
+//! input and reads nothing; its model steps read nothing; the rest is the event writer's
+//! batches. Counted from the statements sqlx logs, by the span they run in.
+
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestDb, captured_logs, spawn_app_on, user};
+
+/// The records logged since `from` (an offset in the captured logs) in a span whose
+/// `field` is `value`.
+fn records(from: usize, field: &str, value: &str) -> Vec<Value> {
+    captured_logs()[from..]
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record["span"][field] == value)
+        .collect()
+}
+
+/// The statements among them; transaction control (PostgreSQL logs it, some of it as an
+/// empty statement) is not a statement of its own here.
+fn statements(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|record| record["target"] == "sqlx::query")
+        .filter_map(|record| record["fields"]["db.statement"].as_str())
+        .map(|statement| statement.trim().to_owned())
+        .filter(|statement| {
+            !statement.is_empty()
+                && !["BEGIN", "COMMIT", "ROLLBACK"]
+                    .iter()
+                    .any(|c| statement.eq_ignore_ascii_case(c))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
+    let db = Arc::new(TestDb::new().await);
+    // Token states are cached for a minute: this test counts the turn's statements alone.
+    let app = spawn_app_on(db, "[auth]\nstate_cache_ttl_ms = 60000\n").await;
+    let (tenant, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let path = format!("/sessions/{session}/turns");
+    let turn = |text: &str| json!({"stream": "none", "messages": [user(text)]});
+    for text in ["one", "two"] {
+        let reply = app.post(&path, &token, turn(text)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    }
+
+    let from = captured_logs().len();
+    let reply = app.post(&path, &token, turn("three")).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    assert_eq!(reply.body["messages"][0]["content"][0]["text"], "three");
+    let turn_id = reply.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    // The turn's task logs in a span of its own, which names the tenant too.
+    let of_turn = records(from, "turn_id", &turn_id);
+    assert!(
+        of_turn.iter().any(|r| r["span"]["name"] == "turn"),
+        "the turn's task logs in its span"
+    );
+    assert!(
+        statements(&of_turn).is_empty(),
+        "{:#?}",
+        statements(&of_turn)
+    );
+    // Its request and its task together: the turn and its input, in one transaction.
+    let of_tenant = statements(&records(from, "tenant_id", &tenant));
+    assert_eq!(of_tenant.len(), 2, "{of_tenant:#?}");
+    assert!(
+        of_tenant[0].starts_with("INSERT INTO turns"),
+        "{of_tenant:#?}"
+    );
+    assert!(
+        of_tenant[1].starts_with("INSERT INTO history"),
+        "{of_tenant:#?}"
+    );
+
+    // The history the model was fed is the session's whole history all the same.
+    let history = app
+        .get(&format!("/sessions/{session}/history?type=full"), &token)
+        .await;
+    let texts: Vec<&str> = history.body["history"]["full"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["content"]
+                .as_str()
+                .or_else(|| m["content"][0]["text"].as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(texts, ["one", "one", "two", "two", "three", "three"]);
+}
