@@ -111,6 +111,11 @@ struct Args {
     /// A file holding the server's process id (as `--server-pid`).
     #[arg(long)]
     pid_file: Option<PathBuf>,
+    /// The server's log file, written with `RUST_LOG=warn,sqlx::query=debug,agentry::engine::writer=debug`:
+    /// reports the statements and the writer's committed batches per turn of each mode
+    /// (logging them costs the server throughput: count in a run of its own).
+    #[arg(long)]
+    server_log: Option<PathBuf>,
     /// Concurrent clients of the latency figure (`full` only).
     #[arg(long, default_value_t = 8)]
     latency_clients: usize,
@@ -699,6 +704,37 @@ impl Storage {
     }
 }
 
+/// What the server logged during a mode: statements sqlx ran, batches the writer committed.
+#[derive(Debug, Clone, Copy)]
+struct Logged {
+    statements: usize,
+    batches: usize,
+}
+
+fn log_length(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// Counts the records of the server's log after byte `from`.
+fn count_logged(path: &std::path::Path, from: u64) -> Logged {
+    let text = std::fs::read(path)
+        .inspect_err(|error| eprintln!("warning: reading the server's log failed: {error}"))
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
+    let mut logged = Logged {
+        statements: 0,
+        batches: 0,
+    };
+    for line in text.lines() {
+        if line.contains("sqlx::query") {
+            logged.statements += 1;
+        } else if line.contains("batch committed") {
+            logged.batches += 1;
+        }
+    }
+    logged
+}
+
 /// The server's resident memory in MB (VmRSS of /proc/PID/status).
 fn rss_mb(pid: Option<u32>) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?))
@@ -729,6 +765,7 @@ async fn run_mode(
         None => None,
     };
     let rss_before = rss_mb(pid);
+    let log_before = args.server_log.as_deref().map(log_length);
 
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -786,6 +823,10 @@ async fn run_mode(
         _ => None,
     };
     let rss_after = rss_mb(pid);
+    let logged = match (&args.server_log, log_before) {
+        (Some(path), Some(from)) => Some(count_logged(path, from)),
+        _ => None,
+    };
     report(ReportInput {
         kind,
         args,
@@ -794,6 +835,7 @@ async fn run_mode(
         errors,
         stored: stored_before.zip(stored_after),
         rss: (rss_before, rss_after),
+        logged,
     });
 }
 
@@ -805,6 +847,7 @@ struct ReportInput<'a> {
     errors: Errors,
     stored: Option<(i64, i64)>,
     rss: (Option<f64>, Option<f64>),
+    logged: Option<Logged>,
 }
 
 /// Prints a mode's `key=value` line, then the same in words.
@@ -817,6 +860,7 @@ fn report(input: ReportInput<'_>) {
         errors,
         stored,
         rss,
+        logged,
     } = input;
     let seconds = args.duration as f64;
     let mut totals: Vec<Duration> = samples.iter().map(|s| s.total).collect();
@@ -895,6 +939,17 @@ fn report(input: ReportInput<'_>) {
         fields.push(format!("rss_mb_before={before:.1}"));
         fields.push(format!("rss_mb_after={after:.1}"));
         words.push_str(&format!("; server RSS {before:.1} -> {after:.1} MB"));
+    }
+    if let Some(logged) = logged
+        && completed > 0
+    {
+        let statements = logged.statements as f64 / completed as f64;
+        let batches = logged.batches as f64 / completed as f64;
+        fields.push(format!("statements_per_turn={statements:.2}"));
+        fields.push(format!("writer_batches_per_turn={batches:.2}"));
+        words.push_str(&format!(
+            "; {statements:.2} statements and {batches:.2} writer batches per turn"
+        ));
     }
     println!("{}", fields.join(" "));
     println!("  {words}");

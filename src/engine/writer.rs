@@ -231,7 +231,14 @@ impl WriterTask {
             return;
         }
         match self.try_commit(&accepted).await {
-            Ok(committed) => self.deliver(accepted, committed),
+            Ok(committed) => {
+                tracing::debug!(
+                    appends = accepted.len(),
+                    events = committed.iter().map(Vec::len).sum::<usize>(),
+                    "batch committed"
+                );
+                self.deliver(accepted, committed)
+            }
             Err(error) if accepted.len() == 1 => {
                 let (append, reply) = accepted.pop().expect("one append");
                 self.forget(&append);
