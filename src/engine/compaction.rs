@@ -3,6 +3,8 @@
 //! its result, and each rewrite is recorded as a `compaction` event. Tokens are estimated
 //! from text length, corrected by the session's ratio of reported to estimated tokens.
 
+use std::sync::Arc;
+
 use futures_util::StreamExt;
 
 use super::error::EngineError;
@@ -59,7 +61,7 @@ pub async fn history_for_model(
     agent: &Agent,
     provider: &dyn Provider,
     input: &ModelInput<'_>,
-) -> Result<(Option<Vec<HistoryMessage>>, Option<EventData>), EngineError> {
+) -> Result<(Option<Vec<Arc<HistoryMessage>>>, Option<EventData>), EngineError> {
     let options = input.options;
     let settings = &agent.settings().history;
     if settings.budget_tokens == 0 {
@@ -74,7 +76,7 @@ pub async fn history_for_model(
     let budget = settings.budget_tokens;
     let before = input.tokens(&messages);
     if before <= budget {
-        return Ok((Some(messages), None));
+        return Ok((Some(shared(messages)), None));
     }
     if settings.strategy == CompactionStrategy::None {
         return Ok((None, None));
@@ -130,7 +132,11 @@ pub async fn history_for_model(
         through,
     };
     tracing::info!(turn_id = %turn.id, before, after, through, "history compacted");
-    Ok(((after <= budget).then_some(messages), Some(event)))
+    Ok(((after <= budget).then(|| shared(messages)), Some(event)))
+}
+
+fn shared(messages: Vec<HistoryMessage>) -> Vec<Arc<HistoryMessage>> {
+    messages.into_iter().map(Arc::new).collect()
 }
 
 /// Where the kept part of the tail starts: about `keep_last` messages from the end, at a
@@ -160,7 +166,7 @@ async fn summarize(
     });
     let mut stream = provider.stream(ModelRequest {
         system_prompt: "You write faithful, compact summaries of conversations.".into(),
-        messages: older,
+        messages: shared(older),
         options: std::sync::Arc::new(options.clone()),
         tools: std::sync::Arc::from(Vec::new()),
     });

@@ -16,7 +16,7 @@
 //! recently used sessions go first, and a history larger than a quarter of it is not kept.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::input::{PendingCall, pending_tool_calls};
 use crate::model::{HistoryMessage, Session, SessionId, TenantId, TurnId};
@@ -47,10 +47,11 @@ struct Entry {
 struct Cached {
     /// The session's row, once a turn ran with it.
     session: Option<Session>,
-    full: Vec<HistoryMessage>,
+    /// Shared with the model requests made from it.
+    full: Vec<Arc<HistoryMessage>>,
     full_bytes: usize,
     through: Option<i64>,
-    overlay: Vec<HistoryMessage>,
+    overlay: Vec<Arc<HistoryMessage>>,
     overlay_bytes: usize,
     /// The turn for which this is known to be the whole history: its admission checked it,
     /// or it read it, and it adds what it writes.
@@ -74,8 +75,9 @@ impl Cached {
         self.full_bytes + self.overlay_bytes
     }
 
-    /// The compacted history: the overlay, then the full history after what it stands for.
-    fn compacted(&self) -> Vec<HistoryMessage> {
+    /// The compacted history: the overlay, then the full history after what it stands for
+    /// (pointers copied, not messages).
+    fn compacted(&self) -> Vec<Arc<HistoryMessage>> {
         let after = self.through.map_or(0, |t| (t + 1).max(0) as usize);
         let mut messages = self.overlay.clone();
         messages.extend(self.full.iter().skip(after).cloned());
@@ -85,7 +87,7 @@ impl Cached {
     fn extend(&mut self, messages: impl IntoIterator<Item = HistoryMessage>) {
         for message in messages {
             self.full_bytes += size_of(std::slice::from_ref(&message));
-            self.full.push(message);
+            self.full.push(Arc::new(message));
         }
     }
 }
@@ -99,10 +101,10 @@ pub struct Snapshot {
     pub remembered: Remembered,
 }
 
-fn size_of(messages: &[HistoryMessage]) -> usize {
+fn size_of<M: std::borrow::Borrow<HistoryMessage>>(messages: &[M]) -> usize {
     messages
         .iter()
-        .map(|m| serde_json::to_vec(m).map_or(0, |v| v.len()))
+        .map(|m| serde_json::to_vec(m.borrow()).map_or(0, |v| v.len()))
         .sum()
 }
 
@@ -124,7 +126,7 @@ impl Histories {
         let from = cached
             .full
             .iter()
-            .rposition(|m| matches!(m, HistoryMessage::User { .. }))
+            .rposition(|m| matches!(**m, HistoryMessage::User { .. }))
             .unwrap_or(0);
         Some(Snapshot {
             remembered: Remembered {
@@ -199,7 +201,7 @@ impl Histories {
         store: &Store,
         session: &Session,
         turn: &TurnId,
-    ) -> Result<Vec<HistoryMessage>, StoreError> {
+    ) -> Result<Vec<Arc<HistoryMessage>>, StoreError> {
         let (tenant, id) = (&session.tenant_id, &session.id);
         let known = self.take(tenant, id);
         let mut cached = match known {
@@ -217,7 +219,12 @@ impl Histories {
         if fresh || cached.through != through {
             cached.overlay = match through {
                 None => Vec::new(),
-                Some(_) => store.list_compaction_overlay(tenant, id).await?,
+                Some(_) => store
+                    .list_compaction_overlay(tenant, id)
+                    .await?
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect(),
             };
             cached.overlay_bytes = size_of(&cached.overlay);
             cached.through = through;

@@ -91,11 +91,13 @@ pub struct PendingCall {
 
 /// Tool calls of the history still waiting for a result: `tool_use` blocks with no tool
 /// message answering them.
-pub fn pending_tool_calls(history: &[HistoryMessage]) -> Vec<PendingCall> {
+pub fn pending_tool_calls<M: std::borrow::Borrow<HistoryMessage>>(
+    history: &[M],
+) -> Vec<PendingCall> {
     // In order: a tool message answers the latest call with its id, so a model that uses
     // the same ids turn after turn (`call_0`, …) still has its new calls awaited.
     let mut pending: Vec<PendingCall> = Vec::new();
-    for message in history {
+    for message in history.iter().map(M::borrow) {
         match message {
             HistoryMessage::Assistant {
                 content: Content::Blocks(blocks),

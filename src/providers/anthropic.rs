@@ -73,14 +73,14 @@ fn blocks(content: &Content, names: &ToolNames) -> Vec<Value> {
 
 /// The system prompt (with any system messages) and the alternating user/assistant turns
 /// this API wants: tool results travel in user messages; neighbours of one role merge.
-fn to_request(
+fn to_request<M: std::borrow::Borrow<HistoryMessage>>(
     system_prompt: &str,
-    history: &[HistoryMessage],
+    history: &[M],
     names: &ToolNames,
 ) -> (String, Vec<Value>) {
     let mut system = system_prompt.to_owned();
     let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
-    for message in history {
+    for message in history.iter().map(M::borrow) {
         let (role, content) = match message {
             HistoryMessage::System { content } => {
                 if !system.is_empty() {

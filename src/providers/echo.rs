@@ -1,6 +1,7 @@
 //! The built-in `echo` provider: answers with the user's last message, streamed in chunks,
 //! without any network. The quickstart's agent, the tests' slow agent, the benchmark's model.
 
+use std::borrow::Borrow;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -27,8 +28,8 @@ impl EchoProvider {
 }
 
 /// The text the echo answers with: the last user message, images described.
-pub fn echo_reply(messages: &[HistoryMessage], style: Option<&str>) -> String {
-    let last_user = messages.iter().rev().find_map(|m| match m {
+pub fn echo_reply<M: Borrow<HistoryMessage>>(messages: &[M], style: Option<&str>) -> String {
+    let last_user = messages.iter().rev().find_map(|m| match m.borrow() {
         HistoryMessage::User { content } => Some(content),
         _ => None,
     });

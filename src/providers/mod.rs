@@ -23,7 +23,8 @@ pub use openai::OpenAiProvider;
 pub struct ModelRequest {
     /// Shared by every step of a turn, like the options and tools.
     pub system_prompt: Arc<str>,
-    pub messages: Vec<HistoryMessage>,
+    /// Shared with the session's cached history: a step copies pointers, not messages.
+    pub messages: Vec<Arc<HistoryMessage>>,
     /// The session's options, secrets decrypted: never log this.
     pub options: Arc<BTreeMap<String, String>>,
     /// Tools the model may call.
@@ -77,14 +78,14 @@ pub fn for_agent(settings: &AgentSettings, http: &reqwest::Client) -> Box<dyn Pr
 /// Tokens estimated from text length (about four characters a token): the system prompt,
 /// the messages and the tool declarations the model is fed, before any correction by what
 /// the provider reports.
-pub fn estimate_tokens(
+pub fn estimate_tokens<M: std::borrow::Borrow<HistoryMessage>>(
     system_prompt: &str,
-    messages: &[HistoryMessage],
+    messages: &[M],
     tools: &[ToolSpec],
 ) -> u64 {
     let chars: usize = messages
         .iter()
-        .map(|m| serde_json::to_string(m).map_or(0, |s| s.len()))
+        .map(|m| serde_json::to_string(m.borrow()).map_or(0, |s| s.len()))
         .sum::<usize>()
         + tools
             .iter()

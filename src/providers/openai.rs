@@ -32,12 +32,16 @@ impl OpenAiProvider {
 }
 
 /// The conversation as Chat Completions messages (tool names as sent).
-fn to_messages(system_prompt: &str, history: &[HistoryMessage], names: &ToolNames) -> Vec<Value> {
+fn to_messages<M: std::borrow::Borrow<HistoryMessage>>(
+    system_prompt: &str,
+    history: &[M],
+    names: &ToolNames,
+) -> Vec<Value> {
     let mut messages = Vec::with_capacity(history.len() + 1);
     if !system_prompt.is_empty() {
         messages.push(json!({"role": "system", "content": system_prompt}));
     }
-    for message in history {
+    for message in history.iter().map(M::borrow) {
         messages.push(match message {
             HistoryMessage::System { content } => json!({"role": "system", "content": content}),
             HistoryMessage::User { content } => json!({"role": "user", "content": user_content(content)}),

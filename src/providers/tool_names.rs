@@ -59,10 +59,13 @@ impl ToolNames {
     }
 
     /// The mapping for a request: its tools and the tool calls in its history.
-    pub fn for_request(tools: &[ToolSpec], history: &[HistoryMessage]) -> ToolNames {
+    pub fn for_request<M: std::borrow::Borrow<HistoryMessage>>(
+        tools: &[ToolSpec],
+        history: &[M],
+    ) -> ToolNames {
         let called = history
             .iter()
-            .filter_map(HistoryMessage::content)
+            .filter_map(|m| m.borrow().content())
             .flat_map(|content| content.blocks())
             .filter_map(|block| match block {
                 ContentBlock::ToolUse { name, .. } => Some(name.as_str()),

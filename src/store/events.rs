@@ -58,8 +58,17 @@ impl CoalescedDeltas {
         }
     }
 
-    fn data(&self) -> Value {
-        serde_json::json!({"delta": self.text, "lengths": run_lengths(&self.lengths)})
+    fn data(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Stored<'a> {
+            delta: &'a str,
+            lengths: Vec<[u32; 2]>,
+        }
+        serde_json::to_string(&Stored {
+            delta: &self.text,
+            lengths: run_lengths(&self.lengths),
+        })
+        .expect("deltas serialize")
     }
 }
 
@@ -179,7 +188,8 @@ struct NewRow<'a> {
     seq: i64,
     turn: TurnId,
     kind: &'static str,
-    data: Value,
+    /// JSON text.
+    data: String,
     created_at: &'a DateTime<Utc>,
 }
 
@@ -270,7 +280,7 @@ impl Store {
                             .push_bind(row.seq)
                             .push_bind(row.turn)
                             .push_bind(row.kind)
-                            .push_bind(Json(&row.data))
+                            .push_bind(row.data.as_str())
                             .push_bind(Stamp(*row.created_at));
                     });
                     insert.build().execute(&mut *tx).await?;
@@ -288,7 +298,8 @@ impl Store {
                             .push_bind(row.seq)
                             .push_bind(row.turn)
                             .push_bind(row.kind)
-                            .push_bind(Json(&row.data))
+                            .push_bind(row.data.as_str())
+                            .push_unseparated("::jsonb")
                             .push_bind(Stamp(*row.created_at));
                     });
                     insert.build().execute(&mut *tx).await?;

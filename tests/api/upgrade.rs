@@ -221,7 +221,7 @@ async fn a_database_the_previous_release_wrote_keeps_every_session_turn_event_an
             .unwrap();
         for event in logged {
             events_after.push(format!("{session} {} {}", event.seq, event.data.kind()));
-            data_after.push(event.data.to_data());
+            data_after.push(serde_json::from_str::<Value>(&event.data.to_data()).unwrap());
         }
     }
     turns_after.sort();

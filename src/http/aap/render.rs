@@ -1,7 +1,8 @@
 //! The event log as AAP SSE events: delta mode as it happens, message mode aggregated per
 //! message. Live and replayed streams render the same way.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 
 use crate::engine::MessageAssembler;
 use crate::http::sse::Frame;
@@ -12,18 +13,31 @@ pub struct AapRenderer {
     open: Option<MessageAssembler>,
 }
 
-fn frame(seq: i64, event: &'static str, data: Value) -> Frame {
+/// A frame whose data is serialized straight to text (no `Value` in between).
+fn frame(seq: i64, event: &'static str, data: impl Serialize) -> Frame {
     Frame {
         id: Some(seq),
         event: Some(event),
-        data: data.to_string(),
+        data: serde_json::to_string(&data).expect("frames serialize"),
     }
+}
+
+/// `{"delta": …}`, the data of the frames sent most.
+#[derive(Serialize)]
+struct Delta<'a> {
+    delta: &'a str,
 }
 
 /// A whole block of a message, as message mode sends it.
 fn block_frame(seq: i64, block: &ContentBlock) -> Option<Frame> {
     Some(match block {
-        ContentBlock::Text { text } => frame(seq, "text", json!({ "text": text })),
+        ContentBlock::Text { text } => {
+            #[derive(Serialize)]
+            struct Text<'a> {
+                text: &'a str,
+            }
+            frame(seq, "text", Text { text })
+        }
         ContentBlock::Thinking { thinking } => {
             frame(seq, "thinking", json!({ "thinking": thinking }))
         }
@@ -84,10 +98,10 @@ impl AapRenderer {
         match &event.data {
             EventData::TurnStart {} => vec![frame(seq, "turn_start", json!({}))],
             EventData::TextDelta { delta } => {
-                vec![frame(seq, "text_delta", json!({ "delta": delta }))]
+                vec![frame(seq, "text_delta", Delta { delta })]
             }
             EventData::ThinkingDelta { delta } => {
-                vec![frame(seq, "thinking_delta", json!({ "delta": delta }))]
+                vec![frame(seq, "thinking_delta", Delta { delta })]
             }
             EventData::ToolCall {
                 tool_call_id,
