@@ -71,8 +71,10 @@ impl Cached {
         }
     }
 
+    /// What the entry counts against the budget: its messages' text, and a fixed share for
+    /// the session's row and the entry itself, so many small sessions are bounded too.
     fn bytes(&self) -> usize {
-        self.full_bytes + self.overlay_bytes
+        ENTRY_BYTES + self.full_bytes + self.overlay_bytes
     }
 
     /// The compacted history: the overlay, then the full history after what it stands for
@@ -91,6 +93,9 @@ impl Cached {
         }
     }
 }
+
+/// The share of the budget an entry takes besides its messages.
+const ENTRY_BYTES: usize = 512;
 
 /// What admission may use instead of reading the database, and what its `INSERT` checks.
 #[derive(Debug, Clone)]
@@ -402,7 +407,8 @@ mod tests {
     fn entries_stay_within_the_budget() {
         let text = "x".repeat(100);
         let one = size_of(&[user(&text)]);
-        let histories = Histories::new(one * 8);
+        // Entries of two messages: four of them fill the budget.
+        let histories = Histories::new((ENTRY_BYTES + 2 * one) * 4);
         let sessions: Vec<Session> = (0..4).map(|_| session()).collect();
         for session in &sessions {
             let turn = TurnId::generate();
@@ -410,7 +416,7 @@ mod tests {
             histories.added(&turn, &session.id, &[user(&text), user(&text)]);
         }
         let state = histories.state.lock().unwrap();
-        assert_eq!(state.bytes, one * 8);
+        assert_eq!(state.bytes, (ENTRY_BYTES + 2 * one) * 4);
         drop(state);
         // A fifth pushes the least recently used one out.
         let turn = TurnId::generate();
@@ -426,6 +432,6 @@ mod tests {
         // One larger than a quarter of the budget is not kept.
         histories.added(&turn, &fifth.id, &[user(&text)]);
         assert!(histories.snapshot(&fifth.tenant_id, &fifth.id).is_none());
-        assert!(histories.state.lock().unwrap().bytes <= one * 8);
+        assert!(histories.state.lock().unwrap().bytes <= (ENTRY_BYTES + 2 * one) * 4);
     }
 }

@@ -794,6 +794,8 @@ async fn an_mcp_tool_whose_result_was_durable_is_not_called_again_after_a_crash(
     let client = reqwest::Client::new();
 
     let server = ServerProcess::start(command());
+    // MCP servers connect in the background: the tool must be there when the model calls it.
+    server.logged("MCP server connected").await;
     let session: Value = client
         .post(server.url("/sessions"))
         .bearer_auth(token)

@@ -78,6 +78,19 @@ impl ServerProcess {
         format!("{}{path}", self.address)
     }
 
+    /// Waits (up to 60 s) until the server has logged a line containing `needle`.
+    pub async fn logged(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !self.logs.lock().unwrap().iter().any(|l| l.contains(needle)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never logged {needle:?}: {:?}",
+                self.logs.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// SIGKILL: no shutdown code runs.
     pub fn kill(mut self) {
         self.child.kill().expect("kill");
