@@ -137,6 +137,8 @@ pub struct App {
     server: Server,
     state: web::Data<AppState>,
     stop: CancellationToken,
+    /// On SQLite: held while this process serves the file (see [`claim_sqlite`]).
+    _claim: Option<std::fs::File>,
 }
 
 impl App {
@@ -144,6 +146,9 @@ impl App {
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on server.bind {}", settings.server.bind))?;
+        // Before anything touches the database: start-up recovery would end the turns of
+        // another process serving the same SQLite file.
+        let claim = claim_sqlite(settings.database.url.expose())?;
         let state = web::Data::new(AppState::init(settings).await?);
         let recovered = state
             .engine
@@ -158,7 +163,9 @@ impl App {
         }
         // Servers connect in the background: one that is down delays nothing.
         state.mcp.start();
-        Self::with_state(listener, state)
+        let mut app = Self::with_state(listener, state)?;
+        app._claim = claim;
+        Ok(app)
     }
 
     fn with_state(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Result<App> {
@@ -205,6 +212,7 @@ impl App {
             server,
             state,
             stop: CancellationToken::new(),
+            _claim: None,
         })
     }
 
@@ -242,6 +250,47 @@ impl App {
         self.state.store.close().await;
         tracing::info!("agentry stopped");
         result
+    }
+}
+
+/// A SQLite database is one serving process's: its engine numbers events and runs turns
+/// alone. Takes an exclusive lock on `<file>.serve.lock` beside the database, held while
+/// the returned file is open, and refuses clearly when another process holds it. The CLI's
+/// other commands do not take it. `None` for PostgreSQL and in-memory databases.
+fn claim_sqlite(url: &str) -> anyhow::Result<Option<std::fs::File>> {
+    use std::str::FromStr;
+    if !url.starts_with("sqlite:") {
+        return Ok(None);
+    }
+    let options = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+        .context("database.url is not a SQLite URL")?;
+    let file = options.get_filename();
+    if file.as_os_str().is_empty() || file.as_os_str() == ":memory:" {
+        return Ok(None);
+    }
+    let mut path = file.as_os_str().to_owned();
+    path.push(".serve.lock");
+    let path = std::path::PathBuf::from(path);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+    }
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(Some(lock)),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another agentry process is serving the SQLite database {}: a SQLite database is \
+             served by one process (run several processes on PostgreSQL)",
+            file.display()
+        ),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("cannot lock {}", path.display()))
+        }
     }
 }
 

@@ -21,6 +21,7 @@ mod mcp_http;
 mod meta;
 mod nul;
 mod persistence;
+mod processes;
 mod provider_safety;
 mod provider_urls;
 mod providers;
