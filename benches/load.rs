@@ -715,17 +715,29 @@ fn log_length(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
-/// Counts the records of the server's log after byte `from`.
+/// Counts the records of the server's log after byte `from` (only that part is read).
 fn count_logged(path: &std::path::Path, from: u64) -> Logged {
-    let text = std::fs::read(path)
-        .inspect_err(|error| eprintln!("warning: reading the server's log failed: {error}"))
-        .unwrap_or_default();
-    let text = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
+    use std::io::{BufRead, Seek};
     let mut logged = Logged {
         statements: 0,
         batches: 0,
     };
-    for line in text.lines() {
+    let file = std::fs::File::open(path).and_then(|mut file| {
+        file.seek(std::io::SeekFrom::Start(from))?;
+        Ok(file)
+    });
+    let file = match file {
+        Ok(file) => file,
+        Err(error) => {
+            eprintln!("warning: reading the server's log failed: {error}");
+            return logged;
+        }
+    };
+    for line in std::io::BufReader::new(file)
+        .split(b'\n')
+        .map_while(Result::ok)
+    {
+        let line = String::from_utf8_lossy(&line);
         if line.contains("sqlx::query") {
             logged.statements += 1;
         } else if line.contains("batch committed") {

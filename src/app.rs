@@ -268,13 +268,10 @@ fn claim_sqlite(url: &str) -> anyhow::Result<Option<std::fs::File>> {
     if file.as_os_str().is_empty() || file.as_os_str() == ":memory:" {
         return Ok(None);
     }
+    crate::store::create_parent_dir(file)?;
     let mut path = file.as_os_str().to_owned();
     path.push(".serve.lock");
     let path = std::path::PathBuf::from(path);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the directory {}", dir.display()))?;
-    }
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

@@ -71,8 +71,7 @@ impl<'a> TurnLog<'a> {
         let session = &self.turn.session_id;
         match &synced {
             Ok(()) if !self.unsynced.is_empty() => {
-                histories.added(&self.turn.id, session, &self.unsynced);
-                self.unsynced.clear();
+                histories.added(&self.turn.id, session, std::mem::take(&mut self.unsynced));
             }
             Ok(()) => {}
             // What is durable is unknown: the history is read again.

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::input::{PendingCall, pending_tool_calls};
-use crate::model::{HistoryMessage, Session, SessionId, TenantId, TurnId};
+use crate::model::{HistoryMessage, Session, SessionId, TenantId, TurnId, json_len};
 use crate::store::{Remembered, Store, StoreError};
 
 #[derive(Debug)]
@@ -45,8 +45,8 @@ struct Entry {
 /// A session as last read or written.
 #[derive(Debug)]
 struct Cached {
-    /// The session's row, once a turn ran with it.
-    session: Option<Session>,
+    /// The session's row, as the last turn ran with it.
+    session: Session,
     /// Shared with the model requests made from it.
     full: Vec<Arc<HistoryMessage>>,
     full_bytes: usize,
@@ -59,9 +59,9 @@ struct Cached {
 }
 
 impl Cached {
-    fn empty() -> Self {
+    fn new(session: Session) -> Self {
         Cached {
-            session: None,
+            session,
             full: Vec::new(),
             full_bytes: 0,
             through: None,
@@ -86,11 +86,9 @@ impl Cached {
         messages
     }
 
-    fn extend(&mut self, messages: impl IntoIterator<Item = HistoryMessage>) {
-        for message in messages {
-            self.full_bytes += size_of(std::slice::from_ref(&message));
-            self.full.push(Arc::new(message));
-        }
+    fn extend(&mut self, messages: Vec<HistoryMessage>) {
+        self.full_bytes += size_of(&messages);
+        self.full.extend(messages.into_iter().map(Arc::new));
     }
 }
 
@@ -106,11 +104,9 @@ pub struct Snapshot {
     pub remembered: Remembered,
 }
 
+/// The messages' JSON text length.
 fn size_of<M: std::borrow::Borrow<HistoryMessage>>(messages: &[M]) -> usize {
-    messages
-        .iter()
-        .map(|m| serde_json::to_vec(m.borrow()).map_or(0, |v| v.len()))
-        .sum()
+    messages.iter().map(|m| json_len(m.borrow())).sum()
 }
 
 impl Histories {
@@ -126,7 +122,7 @@ impl Histories {
         let state = self.state.lock().expect("histories lock");
         let entry = state.entries.get(session).filter(|e| e.tenant == *tenant)?;
         let cached = &entry.history;
-        let row = cached.session.clone()?;
+        let row = cached.session.clone();
         // Calls can only be pending after the last user message.
         let from = cached
             .full
@@ -151,43 +147,48 @@ impl Histories {
         turn: &TurnId,
         snapshot: &Snapshot,
         session: &Session,
-        input: &[HistoryMessage],
+        input: Vec<HistoryMessage>,
     ) {
-        let mut state = self.state.lock().expect("histories lock");
-        let Some(entry) = state.entries.get_mut(&session.id) else {
-            return;
-        };
-        let cached = &mut entry.history;
-        if cached.full.len() as i64 != snapshot.remembered.history_len
-            || cached.through != snapshot.remembered.compacted_through
-        {
-            let gone = state.entries.remove(&session.id).expect("present");
-            state.bytes -= gone.history.bytes();
-            return;
-        }
-        let before = cached.bytes();
-        cached.extend(input.iter().cloned());
-        cached.session = Some(session.clone());
-        cached.exact_for = Some(*turn);
-        let after = cached.bytes();
-        state.bytes = state.bytes - before + after;
-        self.evict(&mut state, &session.id);
+        let remembered = &snapshot.remembered;
+        self.change(&session.id, |cached| {
+            let unmoved = cached.full.len() as i64 == remembered.history_len
+                && cached.through == remembered.compacted_through;
+            if unmoved {
+                cached.extend(input);
+                cached.session = session.clone();
+                cached.exact_for = Some(*turn);
+            }
+            unmoved
+        });
     }
 
     /// Messages `turn` made durable in its session's history.
-    pub fn added(&self, turn: &TurnId, session: &SessionId, messages: &[HistoryMessage]) {
+    pub fn added(&self, turn: &TurnId, session: &SessionId, messages: Vec<HistoryMessage>) {
+        self.change(session, |cached| {
+            // Another turn's entry is not this turn's to extend; a later read fills it.
+            if cached.exact_for == Some(*turn) {
+                cached.extend(messages);
+            }
+            true
+        });
+    }
+
+    /// Changes a session's entry in place, keeping the budget; `change` returning false
+    /// drops the entry.
+    fn change(&self, session: &SessionId, change: impl FnOnce(&mut Cached) -> bool) {
         let mut state = self.state.lock().expect("histories lock");
         let Some(entry) = state.entries.get_mut(session) else {
             return;
         };
-        if entry.history.exact_for != Some(*turn) {
-            return;
-        }
         let before = entry.history.bytes();
-        entry.history.extend(messages.iter().cloned());
+        let keep = change(&mut entry.history);
         let after = entry.history.bytes();
         state.bytes = state.bytes - before + after;
-        self.evict(&mut state, session);
+        if keep {
+            self.evict(&mut state, session);
+        } else if let Some(gone) = state.entries.remove(session) {
+            state.bytes -= gone.history.bytes();
+        }
     }
 
     /// Drops what is remembered of a session.
@@ -209,6 +210,7 @@ impl Histories {
     ) -> Result<Vec<Arc<HistoryMessage>>, StoreError> {
         let (tenant, id) = (&session.tenant_id, &session.id);
         let known = self.take(tenant, id);
+        let fresh = known.is_none();
         let mut cached = match known {
             Some(known) if known.exact_for == Some(*turn) => {
                 let messages = known.compacted();
@@ -216,9 +218,8 @@ impl Histories {
                 return Ok(messages);
             }
             Some(known) => known,
-            None => Cached::empty(),
+            None => Cached::new(session.clone()),
         };
-        let fresh = cached.session.is_none() && cached.full.is_empty();
         let from = cached.full.len() as i64;
         let (through, added) = store.list_history_since(tenant, id, from).await?;
         if fresh || cached.through != through {
@@ -235,7 +236,7 @@ impl Histories {
             cached.through = through;
         }
         cached.extend(added);
-        cached.session = Some(session.clone());
+        cached.session = session.clone();
         cached.exact_for = Some(*turn);
         let messages = cached.compacted();
         self.put(tenant, id, cached);
@@ -250,21 +251,16 @@ impl Histories {
     }
 
     fn put(&self, tenant: &TenantId, session: &SessionId, cached: Cached) {
-        if cached.bytes() > self.budget / 4 {
-            return;
-        }
         let mut state = self.state.lock().expect("histories lock");
-        state.clock += 1;
-        let used = state.clock;
         state.bytes += cached.bytes();
-        state.entries.insert(
-            *session,
-            Entry {
-                tenant: *tenant,
-                history: cached,
-                used,
-            },
-        );
+        let entry = Entry {
+            tenant: *tenant,
+            history: cached,
+            used: 0,
+        };
+        if let Some(replaced) = state.entries.insert(*session, entry) {
+            state.bytes -= replaced.history.bytes();
+        }
         self.evict(&mut state, session);
     }
 
@@ -343,9 +339,8 @@ mod tests {
             &session.tenant_id,
             &session.id,
             Cached {
-                session: Some(session.clone()),
                 exact_for: Some(*turn),
-                ..Cached::empty()
+                ..Cached::new(session.clone())
             },
         );
     }
@@ -361,7 +356,7 @@ mod tests {
                 .is_none()
         );
         remembered(&histories, &session, &first);
-        histories.added(&first, &session.id, &[user("hi"), call("c1")]);
+        histories.added(&first, &session.id, vec![user("hi"), call("c1")]);
 
         let snapshot = histories.snapshot(&session.tenant_id, &session.id).unwrap();
         assert_eq!(snapshot.remembered.history_len, 2);
@@ -380,8 +375,8 @@ mod tests {
             tool_call_id: "c1".into(),
             content: Content::Text("42".into()),
         };
-        histories.admitted(&second, &snapshot, &session, std::slice::from_ref(&answer));
-        histories.added(&first, &session.id, &[user("late")]);
+        histories.admitted(&second, &snapshot, &session, vec![answer]);
+        histories.added(&first, &session.id, vec![user("late")]);
         let after = histories.snapshot(&session.tenant_id, &session.id).unwrap();
         assert_eq!(after.remembered.history_len, 3);
         assert!(after.pending.is_empty());
@@ -394,8 +389,8 @@ mod tests {
         let first = TurnId::generate();
         remembered(&histories, &session, &first);
         let snapshot = histories.snapshot(&session.tenant_id, &session.id).unwrap();
-        histories.added(&first, &session.id, &[user("moved")]);
-        histories.admitted(&TurnId::generate(), &snapshot, &session, &[user("next")]);
+        histories.added(&first, &session.id, vec![user("moved")]);
+        histories.admitted(&TurnId::generate(), &snapshot, &session, vec![user("next")]);
         assert!(
             histories
                 .snapshot(&session.tenant_id, &session.id)
@@ -413,7 +408,7 @@ mod tests {
         for session in &sessions {
             let turn = TurnId::generate();
             remembered(&histories, session, &turn);
-            histories.added(&turn, &session.id, &[user(&text), user(&text)]);
+            histories.added(&turn, &session.id, vec![user(&text), user(&text)]);
         }
         let state = histories.state.lock().unwrap();
         assert_eq!(state.bytes, (ENTRY_BYTES + 2 * one) * 4);
@@ -422,7 +417,7 @@ mod tests {
         let turn = TurnId::generate();
         let fifth = session();
         remembered(&histories, &fifth, &turn);
-        histories.added(&turn, &fifth.id, &[user(&text), user(&text)]);
+        histories.added(&turn, &fifth.id, vec![user(&text), user(&text)]);
         assert!(
             histories
                 .snapshot(&sessions[0].tenant_id, &sessions[0].id)
@@ -430,7 +425,7 @@ mod tests {
         );
         assert!(histories.snapshot(&fifth.tenant_id, &fifth.id).is_some());
         // One larger than a quarter of the budget is not kept.
-        histories.added(&turn, &fifth.id, &[user(&text)]);
+        histories.added(&turn, &fifth.id, vec![user(&text)]);
         assert!(histories.snapshot(&fifth.tenant_id, &fifth.id).is_none());
         assert!(histories.state.lock().unwrap().bytes <= (ENTRY_BYTES + 2 * one) * 4);
     }

@@ -255,17 +255,12 @@ impl Engine {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(EngineError::ShuttingDown);
         }
+        let mut request = request;
         // The session as remembered, checked by the turn's own INSERT. Read again if it
         // moved, or if the request looks wrong for it (answers to calls it may not know).
         if let Some(snapshot) = self.histories.snapshot(tenant, session_id) {
             match self
-                .admit_on(
-                    tenant,
-                    session_id,
-                    request.clone(),
-                    run.clone(),
-                    Some(snapshot),
-                )
+                .admit_on(tenant, session_id, &mut request, &run, Some(snapshot))
                 .await
             {
                 Err(EngineError::Store(StoreError::Stale) | EngineError::Invalid(_)) => {
@@ -274,15 +269,18 @@ impl Engine {
                 admitted => return admitted,
             }
         }
-        self.admit_on(tenant, session_id, request, run, None).await
+        self.admit_on(tenant, session_id, &mut request, &run, None)
+            .await
     }
 
+    /// One attempt at admission. What it does to `request` (large parts stored once and
+    /// referenced) holds for a second attempt too.
     async fn admit_on(
         self: &Arc<Self>,
         tenant: &TenantId,
         session_id: &SessionId,
-        request: TurnRequest,
-        run: RunPart,
+        request: &mut TurnRequest,
+        run: &RunPart,
         snapshot: Option<Snapshot>,
     ) -> Result<StartedTurn, EngineError> {
         let session = match &snapshot {
@@ -305,7 +303,7 @@ impl Engine {
             )));
         }
         if let Some(key) = &request.idempotency_key
-            && let Some(earlier) = self.earlier_turn(tenant, session_id, key, &request).await?
+            && let Some(earlier) = self.earlier_turn(tenant, session_id, key, request).await?
         {
             return Ok(StartedTurn::replay(earlier));
         }
@@ -351,7 +349,6 @@ impl Engine {
             })
             .collect();
         let updated = self.apply_overrides(&session, &request.agent)?;
-        let mut request = request;
         super::parts::store_large_parts(
             &self.store,
             tenant,
@@ -363,12 +360,12 @@ impl Engine {
 
         self.reserve_queue_slot(tenant)?;
         let id = TurnId::generate();
-        let run_id = match &run {
+        let run_id = match run {
             RunPart::None => None,
             RunPart::New => Some(Run::id_for(&id)),
             RunPart::Resume(run) => Some(*run),
         };
-        let link = match (&run, &run_id) {
+        let link = match (run, &run_id) {
             (RunPart::New, Some(id)) => RunLink::New(id),
             (RunPart::Resume(_), Some(id)) => RunLink::Resume(id),
             _ => RunLink::None,
@@ -392,7 +389,7 @@ impl Engine {
             request_hash: request
                 .idempotency_key
                 .as_ref()
-                .map(|_| self.request_hash(&request)),
+                .map(|_| self.request_hash(request)),
             first_seq: None,
             last_seq: None,
             created_at: crate::model::now(),
@@ -419,14 +416,13 @@ impl Engine {
         if let Err(error) = inserted {
             self.release_queue_slot(tenant);
             return match error {
-                StoreError::Stale => Err(StoreError::Stale.into()),
                 // Two requests with one key at the same moment: whichever index refused the
                 // second, it is a retry of the first, which is committed by now.
                 StoreError::Conflict(what)
                     if what != RUN_NOT_AWAITING && request.idempotency_key.is_some() =>
                 {
                     let key = request.idempotency_key.as_deref().unwrap_or_default();
-                    match self.earlier_turn(tenant, session_id, key, &request).await? {
+                    match self.earlier_turn(tenant, session_id, key, request).await? {
                         Some(earlier) => Ok(StartedTurn::replay(earlier)),
                         None => Err(EngineError::SessionBusy),
                     }
@@ -454,8 +450,7 @@ impl Engine {
         let job = turn.clone();
         let session = updated.unwrap_or(session);
         if let Some(snapshot) = &snapshot {
-            self.histories
-                .admitted(&turn.id, snapshot, &session, &input);
+            self.histories.admitted(&turn.id, snapshot, &session, input);
         }
         // Everything the turn's task logs names the turn.
         let span = tracing::info_span!(

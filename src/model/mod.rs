@@ -57,6 +57,24 @@ pub fn sha256_hex(data: &[u8]) -> String {
         .collect()
 }
 
+/// The length of `value`'s JSON text, counted as it is written (no text is kept).
+pub fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; what does not serialize counts what it wrote.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// The current time at the precision both databases store (microseconds), so a value
 /// returned on creation equals the value read back.
 pub fn now() -> chrono::DateTime<chrono::Utc> {
@@ -67,6 +85,18 @@ pub fn now() -> chrono::DateTime<chrono::Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_len_is_the_length_of_the_json_text() {
+        let message = HistoryMessage::User {
+            content: Content::Text("héllo \"quoted\"\n".into()),
+        };
+        assert_eq!(
+            json_len(&message),
+            serde_json::to_string(&message).unwrap().len()
+        );
+        assert_eq!(json_len(&"x"), 3);
+    }
 
     #[test]
     fn digests_and_media_types_read_as_written_elsewhere() {

@@ -85,12 +85,9 @@ pub fn estimate_tokens<M: std::borrow::Borrow<HistoryMessage>>(
 ) -> u64 {
     let chars: usize = messages
         .iter()
-        .map(|m| serde_json::to_string(m.borrow()).map_or(0, |s| s.len()))
+        .map(|m| crate::model::json_len(m.borrow()))
         .sum::<usize>()
-        + tools
-            .iter()
-            .map(|t| serde_json::to_string(t).map_or(0, |s| s.len()))
-            .sum::<usize>()
+        + tools.iter().map(crate::model::json_len).sum::<usize>()
         + system_prompt.len();
     chars.div_ceil(4) as u64
 }

@@ -197,7 +197,7 @@ impl Store {
     }
 }
 
-fn create_parent_dir(file: &Path) -> Result<(), StoreError> {
+pub(crate) fn create_parent_dir(file: &Path) -> Result<(), StoreError> {
     let is_memory = file.as_os_str().is_empty() || file == Path::new(":memory:");
     match file.parent() {
         Some(dir) if !is_memory && !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)

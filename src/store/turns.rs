@@ -78,6 +78,18 @@ pub struct Remembered {
     pub compacted_through: Option<i64>,
 }
 
+const INSERT_TURN: &str = "INSERT INTO turns (id, tenant_id, session_id, run_id, status, \
+     stream, usage, idempotency_key, request_hash, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+/// [`INSERT_TURN`], written only if the session is as remembered ($11–$13).
+const INSERT_TURN_IF_REMEMBERED: &str = "INSERT INTO turns (id, tenant_id, session_id, \
+     run_id, status, stream, usage, idempotency_key, request_hash, created_at) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM sessions \
+     WHERE id = $3 AND tenant_id = $2 AND updated_at = $11 \
+     AND COALESCE(compacted_through, -1) = $12 \
+     AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $3) = $13";
+
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
 }
@@ -103,22 +115,14 @@ impl Store {
         remembered: Option<Remembered>,
     ) -> Result<(), StoreError> {
         debug_assert_eq!(run.run(), turn.run_id.as_ref());
-        const INSERT: &str = "INSERT INTO turns (id, tenant_id, session_id, run_id, status, \
-             stream, usage, idempotency_key, request_hash, created_at)";
         let insert = match remembered {
-            None => format!("{INSERT} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
-            Some(_) => format!(
-                "{INSERT} SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM sessions \
-                 WHERE id = $3 AND tenant_id = $2 AND updated_at = $11 \
-                 AND COALESCE(compacted_through, -1) = $12 \
-                 AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history \
-                      WHERE session_id = $3) = $13"
-            ),
+            None => INSERT_TURN,
+            Some(_) => INSERT_TURN_IF_REMEMBERED,
         };
         with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
             admit_run!(tx, tenant, turn, run, answers_calls, before_turn);
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
+            let mut query = sqlx::query(insert)
                 .bind(turn.id)
                 .bind(tenant)
                 .bind(turn.session_id)

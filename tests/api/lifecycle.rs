@@ -60,20 +60,6 @@ impl Setup {
     }
 }
 
-async fn create_session(server: &ServerProcess, token: &str) -> String {
-    let reply: Value = reqwest::Client::new()
-        .post(server.url("/sessions"))
-        .bearer_auth(token)
-        .json(&json!({"agent": {"name": "slow"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    reply["sessionId"].as_str().unwrap().to_owned()
-}
-
 async fn stream_turn(server: &ServerProcess, token: &str, session: &str, text: &str) -> SseReader {
     let response = reqwest::Client::new()
         .post(server.url(&format!("/sessions/{session}/turns")))
@@ -103,7 +89,7 @@ async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent()
     let setup = Setup::new().await;
     let token = setup.token();
     let server = setup.start(&[]);
-    let session = create_session(&server, &token).await;
+    let session = server.create_session(&token, "slow").await;
     let text = "k".repeat(200);
     let mut stream = stream_turn(&server, &token, &session, &text).await;
     let turn = stream.headers["agentry-turn-id"]
@@ -183,8 +169,8 @@ async fn sigterm_lets_short_turns_finish_and_interrupts_the_rest_after_the_grace
     let setup = Setup::new().await;
     let token = setup.token();
     let server = setup.start(&[("AGENTRY__ENGINE__SHUTDOWN_GRACE_SECONDS", "1")]);
-    let short_session = create_session(&server, &token).await;
-    let long_session = create_session(&server, &token).await;
+    let short_session = server.create_session(&token, "slow").await;
+    let long_session = server.create_session(&token, "slow").await;
     let mut short = stream_turn(&server, &token, &short_session, "abc").await;
     let mut long = stream_turn(&server, &token, &long_session, &"z".repeat(400)).await;
     assert_eq!(short.next().await.unwrap().event, "turn_start");
@@ -263,17 +249,7 @@ async fn a_server_tool_whose_result_was_durable_is_not_run_again_after_a_crash()
     let token = token.trim();
 
     let server = ServerProcess::start(command());
-    let session: Value = reqwest::Client::new()
-        .post(server.url("/sessions"))
-        .bearer_auth(token)
-        .json(&json!({"agent": {"name": "gpt"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let session = session["sessionId"].as_str().unwrap().to_owned();
+    let session = server.create_session(token, "gpt").await;
 
     // The model saves a note, then never answers the next call: the server dies there.
     model.push(Reply::Stream(vec![

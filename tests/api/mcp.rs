@@ -796,17 +796,7 @@ async fn an_mcp_tool_whose_result_was_durable_is_not_called_again_after_a_crash(
     let server = ServerProcess::start(command());
     // MCP servers connect in the background: the tool must be there when the model calls it.
     server.logged("MCP server connected").await;
-    let session: Value = client
-        .post(server.url("/sessions"))
-        .bearer_auth(token)
-        .json(&json!({"agent": {"name": "gpt"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let session = session["sessionId"].as_str().unwrap().to_owned();
+    let session = server.create_session(token, "gpt").await;
 
     // The model counts (an internal tool: it runs at once), then never answers: the server
     // dies there.

@@ -78,6 +78,20 @@ impl ServerProcess {
         format!("{}{path}", self.address)
     }
 
+    /// Creates a session of `agent` for `token`; returns its id.
+    pub async fn create_session(&self, token: &str, agent: &str) -> String {
+        let reply = reqwest::Client::new()
+            .post(self.url("/sessions"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"agent": {"name": agent}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), reqwest::StatusCode::CREATED);
+        let body: serde_json::Value = reply.json().await.unwrap();
+        body["sessionId"].as_str().unwrap().to_owned()
+    }
+
     /// Waits (up to 60 s) until the server has logged a line containing `needle`.
     pub async fn logged(&self, needle: &str) {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);

@@ -53,17 +53,7 @@ async fn a_second_process_on_one_sqlite_file_is_refused_and_the_first_serves_on(
     }
 
     // The first process was left alone: its turns run and number their events as before.
-    let session: Value = client
-        .post(first.url("/sessions"))
-        .bearer_auth(token)
-        .json(&json!({"agent": {"name": "echo"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let session = session["sessionId"].as_str().unwrap();
+    let session = first.create_session(token, "echo").await;
     for text in ["one", "two"] {
         let reply = client
             .post(first.url(&format!("/sessions/{session}/turns")))
