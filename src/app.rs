@@ -158,9 +158,10 @@ impl App {
         if recovered > 0 {
             tracing::warn!(
                 recovered,
-                "interrupted turns a previous run left unfinished"
+                "interrupted turns left unfinished by a process that is gone"
             );
         }
+        state.engine.start_cluster();
         // Servers connect in the background: one that is down delays nothing.
         state.mcp.start();
         let mut app = Self::with_state(listener, state)?;

@@ -22,6 +22,10 @@ pub struct EngineSettings {
     pub subscriber_buffer: usize,
     /// Inline part contents larger than this are stored once and passed as a URL.
     pub inline_part_max_bytes: usize,
+    /// How long a process's claim on its turns lasts without a heartbeat, in milliseconds.
+    pub lease_ms: u64,
+    /// How often a process looks for turns whose owner's lease expired, in milliseconds.
+    pub lease_sweep_ms: u64,
 }
 
 impl EngineSettings {
@@ -45,6 +49,24 @@ impl EngineSettings {
                 "must be at least 1",
             ));
         }
+        if self.lease_ms < 500 {
+            return Err(ConfigError::new(
+                "engine.lease_ms",
+                "must be at least 500 (a process renews its lease five times per lease)",
+            ));
+        }
+        if self.lease_sweep_ms < 50 {
+            return Err(ConfigError::new(
+                "engine.lease_sweep_ms",
+                "must be at least 50",
+            ));
+        }
         Ok(())
+    }
+
+    /// How often a process renews its lease: five times per lease, so a database that is
+    /// slow for a moment does not cost it its turns.
+    pub fn heartbeat(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.lease_ms / 5)
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::model::{Event, SessionId};
+use crate::model::{Event, SessionId, TenantId};
 
 /// Per-session broadcast of committed events. A subscriber that falls more than `capacity`
 /// events behind is told it lagged and reads the log instead, so memory stays bounded. A
@@ -14,7 +14,23 @@ use crate::model::{Event, SessionId};
 #[derive(Debug)]
 pub struct Fanout {
     capacity: usize,
-    channels: Mutex<HashMap<SessionId, broadcast::Sender<Arc<Event>>>>,
+    channels: Mutex<HashMap<SessionId, Channel>>,
+}
+
+#[derive(Debug)]
+struct Channel {
+    sender: broadcast::Sender<Arc<Event>>,
+    tenant: TenantId,
+    /// The last seq sent: events are sent once each, in order, whichever process wrote them.
+    last: Option<i64>,
+}
+
+/// A session with live subscribers, and the last seq they were sent.
+#[derive(Debug, Clone, Copy)]
+pub struct Watched {
+    pub tenant: TenantId,
+    pub session: SessionId,
+    pub last: Option<i64>,
 }
 
 /// One subscriber of a session's events; the session's channel goes with its last one.
@@ -41,7 +57,7 @@ impl Drop for Subscription {
         drop(self.receiver.take());
         if channels
             .get(&self.session)
-            .is_some_and(|sender| sender.receiver_count() == 0)
+            .is_some_and(|channel| channel.sender.receiver_count() == 0)
         {
             channels.remove(&self.session);
         }
@@ -56,11 +72,16 @@ impl Fanout {
         }
     }
 
-    pub fn subscribe(self: &Arc<Self>, session: &SessionId) -> Subscription {
+    pub fn subscribe(self: &Arc<Self>, tenant: &TenantId, session: &SessionId) -> Subscription {
         let mut channels = self.channels.lock().expect("fanout lock");
         let receiver = channels
             .entry(*session)
-            .or_insert_with(|| broadcast::channel(self.capacity).0)
+            .or_insert_with(|| Channel {
+                sender: broadcast::channel(self.capacity).0,
+                tenant: *tenant,
+                last: None,
+            })
+            .sender
             .subscribe();
         Subscription {
             receiver: Some(receiver),
@@ -74,15 +95,44 @@ impl Fanout {
         self.channels.lock().expect("fanout lock").remove(session);
     }
 
-    /// Sends committed events to the session's subscribers, if it has any.
+    /// Sends committed events to the session's subscribers, if it has any: those after the
+    /// last sent, so an event read back from the log after another process wrote it is
+    /// not sent twice.
     pub fn publish(&self, session: &SessionId, events: &[Arc<Event>]) {
-        let channels = self.channels.lock().expect("fanout lock");
-        let Some(sender) = channels.get(session) else {
+        let mut channels = self.channels.lock().expect("fanout lock");
+        let Some(channel) = channels.get_mut(session) else {
             return;
         };
         for event in events {
-            let _ = sender.send(event.clone());
+            if channel.last.is_some_and(|last| event.seq <= last) {
+                continue;
+            }
+            channel.last = Some(event.seq);
+            let _ = channel.sender.send(event.clone());
         }
+    }
+
+    /// The session's subscribers' place, if it has any.
+    pub fn watched(&self, session: &SessionId) -> Option<Watched> {
+        let channels = self.channels.lock().expect("fanout lock");
+        channels.get(session).map(|channel| Watched {
+            tenant: channel.tenant,
+            session: *session,
+            last: channel.last,
+        })
+    }
+
+    /// Every session with subscribers.
+    pub fn all_watched(&self) -> Vec<Watched> {
+        let channels = self.channels.lock().expect("fanout lock");
+        channels
+            .iter()
+            .map(|(session, channel)| Watched {
+                tenant: channel.tenant,
+                session: *session,
+                last: channel.last,
+            })
+            .collect()
     }
 
     /// How many sessions have a channel now.
@@ -98,9 +148,13 @@ mod tests {
     #[test]
     fn a_sessions_channel_goes_with_its_last_subscriber() {
         let fanout = Arc::new(Fanout::new(8));
+        let tenant = TenantId::generate();
         let sessions: Vec<SessionId> = (0..100).map(|_| SessionId::generate()).collect();
-        let first: Vec<Subscription> = sessions.iter().map(|s| fanout.subscribe(s)).collect();
-        let second = fanout.subscribe(&sessions[0]);
+        let first: Vec<Subscription> = sessions
+            .iter()
+            .map(|s| fanout.subscribe(&tenant, s))
+            .collect();
+        let second = fanout.subscribe(&tenant, &sessions[0]);
         assert_eq!(fanout.channel_count(), 100);
         drop(first);
         assert_eq!(

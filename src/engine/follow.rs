@@ -46,7 +46,7 @@ pub fn follow(
 ) -> impl Stream<Item = Result<Arc<Event>, StoreError>> {
     async_stream::try_stream! {
         let replay = fresh.is_none();
-        let mut live = fresh.unwrap_or_else(|| fanout.subscribe(&follow.session));
+        let mut live = fresh.unwrap_or_else(|| fanout.subscribe(&follow.tenant, &follow.session));
         let mut last = follow.after;
         // Whether `last` is known: a fresh subscription learns it from its first event.
         let mut anchored = replay;

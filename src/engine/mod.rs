@@ -6,6 +6,7 @@
 
 mod agent_loop;
 mod assemble;
+mod cluster;
 mod compaction;
 mod error;
 mod fanout;

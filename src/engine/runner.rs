@@ -24,8 +24,8 @@ use crate::agents::{Agents, SessionConfigRequest};
 use crate::config::{EngineSettings, HistoryType, OptionKind};
 use crate::crypto::SecretBox;
 use crate::model::{
-    Event, HistoryMessage, Run, RunId, RunStatus, Session, SessionId, StreamMode, TenantId, Turn,
-    TurnError, TurnId, TurnStatus, Usage,
+    Event, HistoryMessage, ProcessId, Run, RunId, RunStatus, Session, SessionId, StreamMode,
+    TenantId, Turn, TurnError, TurnId, TurnStatus, Usage,
 };
 use crate::store::Deltas;
 use crate::store::{RUN_NOT_AWAITING, RunLink, Store, StoreError};
@@ -148,7 +148,11 @@ pub struct Engine {
     pub(super) http: reqwest::Client,
     pub(super) tools: crate::config::ToolsSettings,
     pub(super) mcp: Arc<crate::tools::mcp::McpRegistry>,
-    fanout: Arc<Fanout>,
+    pub(super) fanout: Arc<Fanout>,
+    /// This process, the owner of the turns it admits.
+    pub(super) process: ProcessId,
+    /// Reads of other processes' commits in flight.
+    pub(super) remote_reads: super::cluster::RemoteReads,
     /// Recently active sessions' histories, read incrementally.
     pub(super) histories: super::histories::Histories,
     pub(super) settings: EngineSettings,
@@ -174,7 +178,13 @@ impl Engine {
         mcp: Arc<crate::tools::mcp::McpRegistry>,
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer));
-        let writer = EventWriter::start(store.clone(), fanout.clone(), settings.max_batch_events);
+        let process = ProcessId::generate();
+        let writer = EventWriter::start(
+            store.clone(),
+            fanout.clone(),
+            process,
+            settings.max_batch_events,
+        );
         Arc::new(Engine {
             store,
             agents,
@@ -184,6 +194,8 @@ impl Engine {
             tools,
             mcp,
             fanout,
+            process,
+            remote_reads: Default::default(),
             histories: super::histories::Histories::new(settings.history_cache_kib * 1024),
             global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
             settings,
@@ -406,6 +418,7 @@ impl Engine {
             .insert_turn(
                 tenant,
                 &turn,
+                &self.process,
                 updated.as_ref(),
                 &input,
                 link,
@@ -445,7 +458,7 @@ impl Engine {
             .expect("controls lock")
             .insert(turn.id, control.clone());
         // Subscribed before the turn can write anything: its follower needs no replay.
-        let live = self.fanout.subscribe(session_id);
+        let live = self.fanout.subscribe(tenant, session_id);
         let engine = self.clone();
         let job = turn.clone();
         let session = updated.unwrap_or(session);
@@ -669,26 +682,72 @@ impl Engine {
         control.ended.cancel();
     }
 
-    /// Stops every queued and running turn of the tenant with `reason`, and waits (up to
-    /// `limit`) until their ends are durable, so their streams end with a terminal event.
+    /// Stops every queued and running turn of the tenant with `reason`, on whichever
+    /// process runs it, and waits (up to `limit`) until their ends are durable, so their
+    /// streams end with a terminal event.
     pub async fn stop_tenant_turns(&self, tenant: &TenantId, reason: TurnError, limit: Duration) {
-        let controls: Vec<Arc<TurnControl>> = self
-            .controls
+        for control in self.tenant_controls(tenant) {
+            control.stop(reason.clone());
+        }
+        let command = super::cluster::Command::StopTenant {
+            tenant: *tenant,
+            reason,
+        };
+        if let Err(error) = self.broadcast(&command).await {
+            tracing::warn!(%error, tenant_id = %tenant, "cannot tell the other processes to stop a tenant's turns");
+        }
+        let unfinished = match self.store.list_unfinished_turns(tenant).await {
+            Ok(turns) => turns,
+            Err(error) => {
+                tracing::warn!(%error, tenant_id = %tenant, "cannot list a stopped tenant's turns");
+                return;
+            }
+        };
+        let ended = futures_util::future::join_all(
+            unfinished
+                .iter()
+                .map(|turn| self.wait_for_end(tenant, &turn.session_id, &turn.id, limit)),
+        );
+        if tokio::time::timeout(limit, ended).await.is_err() {
+            tracing::warn!(tenant_id = %tenant, "turns of a stopped tenant did not end in time");
+        }
+    }
+
+    pub(super) fn control(&self, turn: &TurnId) -> Option<Arc<TurnControl>> {
+        self.controls
+            .lock()
+            .expect("controls lock")
+            .get(turn)
+            .cloned()
+    }
+
+    pub(super) fn tenant_controls(&self, tenant: &TenantId) -> Vec<Arc<TurnControl>> {
+        self.controls
             .lock()
             .expect("controls lock")
             .values()
             .filter(|control| control.tenant == *tenant)
             .cloned()
-            .collect();
-        for control in &controls {
-            control.stop(reason.clone());
-        }
-        let ended = futures_util::future::join_all(
-            controls.iter().map(|control| control.ended.cancelled()),
-        );
-        if tokio::time::timeout(limit, ended).await.is_err() {
-            tracing::warn!(tenant_id = %tenant, "turns of a stopped tenant did not end in time");
-        }
+            .collect()
+    }
+
+    pub(super) fn all_controls(&self) -> Vec<Arc<TurnControl>> {
+        self.controls
+            .lock()
+            .expect("controls lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Turns this process has queued or running.
+    pub(super) fn running_turns(&self) -> usize {
+        self.controls.lock().expect("controls lock").len()
+    }
+
+    /// Resolves when the server stops.
+    pub(super) async fn stopped(&self) {
+        self.shutdown.cancelled().await
     }
 
     /// How many sessions have live followers now (a channel each).
@@ -719,19 +778,18 @@ impl Engine {
         if turn.status.is_terminal() {
             return Ok(turn);
         }
-        let control = self
-            .controls
-            .lock()
-            .expect("controls lock")
-            .get(turn_id)
-            .cloned();
-        let Some(control) = control else {
-            return Ok(turn);
-        };
-        control.stop(TurnError::new(
-            TurnError::CANCELLED,
-            "the turn was cancelled by the client",
-        ));
+        let reason = TurnError::new(TurnError::CANCELLED, "the turn was cancelled by the client");
+        match self.control(turn_id) {
+            Some(control) => control.stop(reason),
+            // Another process runs it (or ran it: then the command finds nothing to stop).
+            None => {
+                let command = super::cluster::Command::StopTurn {
+                    turn: *turn_id,
+                    reason,
+                };
+                self.broadcast(&command).await?;
+            }
+        }
         self.wait_for_end(tenant, session, turn_id, Duration::from_secs(10))
             .await
     }
@@ -774,15 +832,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Ends every turn a previous process left queued or running.
-    pub async fn recover(&self) -> Result<usize, EngineError> {
-        let unfinished = self.store.list_unfinished_turns().await?;
-        for turn in &unfinished {
-            agent_loop::interrupt_orphan(self, turn).await?;
-        }
-        Ok(unfinished.len())
-    }
-
     /// Graceful shutdown: refuse new turns, let running ones finish within `grace`,
     /// interrupt the rest, commit every event, then end live streams.
     pub async fn shutdown(&self, grace: Duration) {
@@ -792,13 +841,7 @@ impl Engine {
             .await
             .is_err()
         {
-            let controls: Vec<Arc<TurnControl>> = self
-                .controls
-                .lock()
-                .expect("controls lock")
-                .values()
-                .cloned()
-                .collect();
+            let controls = self.all_controls();
             tracing::warn!(
                 turns = controls.len(),
                 "grace period over: interrupting turns"
@@ -812,6 +855,7 @@ impl Engine {
             let _ = tokio::time::timeout(Duration::from_secs(10), self.tracker.wait()).await;
         }
         self.writer.flush().await;
+        self.leave().await;
         self.shutdown.cancel();
     }
 

@@ -115,6 +115,7 @@ impl Engine {
             .insert_turn(
                 &run.tenant_id,
                 &turn,
+                &self.process,
                 None,
                 &[],
                 RunLink::Cancel(&run.id),

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fanout::Fanout;
 use crate::model::{
-    Event, EventData, HistoryMessage, RunId, SessionId, TenantId, TurnId, scrub_nul,
+    Event, EventData, HistoryMessage, ProcessId, RunId, SessionId, TenantId, TurnId, scrub_nul,
 };
 use crate::store::{AppendGroup, Backend, CoalescedDeltas, Store, StoreError};
 
@@ -50,9 +50,15 @@ pub struct EventWriter {
 
 impl EventWriter {
     /// Starts the writer task.
-    pub fn start(store: Store, fanout: Arc<Fanout>, max_batch_events: usize) -> EventWriter {
+    pub fn start(
+        store: Store,
+        fanout: Arc<Fanout>,
+        process: ProcessId,
+        max_batch_events: usize,
+    ) -> EventWriter {
         let (requests, inbox) = mpsc::channel(QUEUE);
         let task = WriterTask {
+            process,
             keep_seq: store.backend() == Backend::Sqlite,
             store,
             fanout,
@@ -87,6 +93,8 @@ impl EventWriter {
 }
 
 struct WriterTask {
+    /// The process writing: named in the commit's notification to the others.
+    process: ProcessId,
     store: Store,
     fanout: Arc<Fanout>,
     max_batch_events: usize,
@@ -290,7 +298,7 @@ impl WriterTask {
             prepared.push(one);
         }
         let groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
-        if let Err(error) = self.store.append_events(&groups).await {
+        if let Err(error) = self.store.append_events(&groups, &self.process).await {
             for session in assigned.keys() {
                 self.next_seq.remove(session);
             }

@@ -114,6 +114,12 @@ typed_id!(
 );
 
 typed_id!(
+    /// A running agentry process: the owner of the turns it runs.
+    ProcessId,
+    "proc_"
+);
+
+typed_id!(
     /// A stored part content, served at `/files/{id}`.
     FileId,
     "file_"

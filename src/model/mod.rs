@@ -19,7 +19,9 @@ pub use body::{
 pub use builtin::Builtin;
 pub use event::{Event, EventData};
 pub use history::{CompactionStrategy, HistoryType};
-pub use ids::{CredentialId, FileId, InvalidId, RunId, SessionId, TenantId, TokenId, TurnId};
+pub use ids::{
+    CredentialId, FileId, InvalidId, ProcessId, RunId, SessionId, TenantId, TokenId, TurnId,
+};
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use nul::{NUL_REPLACEMENT, check_no_nul, holds_nul, scrub_nul};
 pub use run::{Run, RunStatus};

@@ -7,11 +7,13 @@ use sqlx::types::Json;
 use sqlx::{QueryBuilder, Sqlite};
 
 use super::Stamp;
+use super::notify::{event_payloads, notify_events};
 use super::runs::update_run_status;
 use super::turns::APPEND_HISTORY;
 use super::{Db, Store, StoreError, with_db};
 use crate::model::{
-    Event, EventData, HistoryMessage, RunId, RunStatus, SessionId, TenantId, TurnId, TurnStatus,
+    Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, TenantId, TurnId,
+    TurnStatus,
 };
 
 /// What one turn appends at once: events (seq already assigned), the deltas its
@@ -266,8 +268,13 @@ impl Store {
 
     /// Appends every group in one transaction: the events (multi-row inserts), coalesced
     /// deltas in place of the single deltas stored before, the history messages, and the
-    /// turn state that `turn_start` / `turn_stop` imply.
-    pub async fn append_events(&self, groups: &[AppendGroup]) -> Result<(), StoreError> {
+    /// turn state that `turn_start` / `turn_stop` imply. On PostgreSQL the commit also
+    /// tells the other processes which sessions have new events, from `origin`.
+    pub async fn append_events(
+        &self,
+        groups: &[AppendGroup],
+        origin: &ProcessId,
+    ) -> Result<(), StoreError> {
         let rows = new_rows(groups);
         match &self.db {
             Db::Sqlite(pools) => {
@@ -305,6 +312,7 @@ impl Store {
                     insert.build().execute(&mut *tx).await?;
                 }
                 append_rest!(tx, groups, sqlx::Postgres);
+                notify_events(&mut tx, &event_payloads(origin, groups)).await?;
                 tx.commit().await?;
             }
         }
@@ -448,11 +456,11 @@ macro_rules! append_rest {
             };
             let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
             let started = started_here.iter().find(|(turn, ..)| *turn == group.turn);
-            sqlx::query(
+            let stopped = sqlx::query(
                 "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
                  usage = $5, finished_at = $6, last_seq = $7, \
                  first_seq = COALESCE(first_seq, $10, $7), started_at = COALESCE(started_at, $9) \
-                 WHERE tenant_id = $8 AND id = $1",
+                 WHERE tenant_id = $8 AND id = $1 AND status IN ('queued', 'running')",
             )
             .bind(group.turn)
             .bind(status.as_str())
@@ -466,6 +474,11 @@ macro_rules! append_rest {
             .bind(started.map(|(_, seq, _)| *seq))
             .execute(&mut *$tx)
             .await?;
+            // A turn ends once: another process may have ended it (its owner's lease
+            // expired), and then this stop and the batch with it are refused.
+            if stopped.rows_affected() == 0 {
+                return Err(StoreError::Stale);
+            }
             if let Some(run) = &group.run {
                 let status = RunStatus::after_stop(*stop_reason, error.as_ref());
                 update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());

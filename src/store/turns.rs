@@ -7,12 +7,12 @@ use super::Stamp;
 use super::runs::admit_run;
 use super::{Page, RunLink, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{
-    HistoryMessage, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError, TurnId,
-    Usage, scrub_nul,
+    HistoryMessage, ProcessId, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError,
+    TurnId, Usage, scrub_nul,
 };
 
 #[derive(sqlx::FromRow)]
-struct TurnRow {
+pub(super) struct TurnRow {
     id: TurnId,
     tenant_id: TenantId,
     session_id: SessionId,
@@ -60,7 +60,7 @@ impl TryFrom<TurnRow> for Turn {
     }
 }
 
-const TURN_COLUMNS: &str = "id, tenant_id, session_id, run_id, status, stream, stop_reason, error, usage, \
+pub(super) const TURN_COLUMNS: &str = "id, tenant_id, session_id, run_id, status, stream, stop_reason, error, usage, \
      idempotency_key, request_hash, first_seq, last_seq, created_at, started_at, finished_at";
 
 /// Appends a message to a session's full history at its next position (the compacted
@@ -79,23 +79,23 @@ pub struct Remembered {
 }
 
 const INSERT_TURN: &str = "INSERT INTO turns (id, tenant_id, session_id, run_id, status, \
-     stream, usage, idempotency_key, request_hash, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+     stream, usage, idempotency_key, request_hash, created_at, owner) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
-/// [`INSERT_TURN`], written only if the session is as remembered ($11–$13).
+/// [`INSERT_TURN`], written only if the session is as remembered ($12–$14).
 const INSERT_TURN_IF_REMEMBERED: &str = "INSERT INTO turns (id, tenant_id, session_id, \
-     run_id, status, stream, usage, idempotency_key, request_hash, created_at) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM sessions \
-     WHERE id = $3 AND tenant_id = $2 AND updated_at = $11 \
-     AND COALESCE(compacted_through, -1) = $12 \
-     AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $3) = $13";
+     run_id, status, stream, usage, idempotency_key, request_hash, created_at, owner) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM sessions \
+     WHERE id = $3 AND tenant_id = $2 AND updated_at = $12 \
+     AND COALESCE(compacted_through, -1) = $13 \
+     AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $3) = $14";
 
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
 }
 
 impl Store {
-    /// Records a queued turn, the session's new configuration (if the turn changed it), the
+    /// Records a queued turn owned by the process `owner`, the session's new configuration (if the turn changed it), the
     /// messages the turn brings and what it does to runs, atomically.
     /// `Conflict("turns_one_active")` when the session already has an active turn;
     /// `Conflict("turns_idempotency")` when the key was used; `Conflict(RUN_NOT_AWAITING)`
@@ -108,6 +108,7 @@ impl Store {
         &self,
         tenant: &TenantId,
         turn: &Turn,
+        owner: &ProcessId,
         session_update: Option<&Session>,
         input: &[HistoryMessage],
         run: RunLink<'_>,
@@ -132,7 +133,8 @@ impl Store {
                 .bind(Json(&turn.usage))
                 .bind(&turn.idempotency_key)
                 .bind(&turn.request_hash)
-                .bind(Stamp(turn.created_at));
+                .bind(Stamp(turn.created_at))
+                .bind(owner);
             if let Some(remembered) = remembered {
                 query = query
                     .bind(Stamp(remembered.updated_at))
@@ -291,13 +293,15 @@ impl Store {
         Ok((turns, more))
     }
 
-    /// Every tenant's turns left queued or running. Not tenant-scoped: recovery at start-up
-    /// looks after the whole database.
-    pub async fn list_unfinished_turns(&self) -> Result<Vec<Turn>, StoreError> {
+    /// The tenant's queued and running turns, whichever process runs them.
+    pub async fn list_unfinished_turns(&self, tenant: &TenantId) -> Result<Vec<Turn>, StoreError> {
         let rows: Vec<TurnRow> = with_db!(self, |pool| {
-            sqlx::query_as(turns_query("status IN ('queued', 'running') ORDER BY id"))
-                .fetch_all(pool)
-                .await
+            sqlx::query_as(turns_query(
+                "status IN ('queued', 'running') AND tenant_id = $1 ORDER BY id",
+            ))
+            .bind(tenant)
+            .fetch_all(pool)
+            .await
         })?;
         rows.into_iter().map(Turn::try_from).collect()
     }

@@ -233,6 +233,26 @@ impl TestDb {
         }
     }
 
+    /// Waits (up to 30 s) until no turn is queued or running: after a kill, a restarted
+    /// process on SQLite ends the dead one's turns at start; on PostgreSQL a living process
+    /// does once the dead one's lease expires.
+    pub async fn wait_for_no_unfinished_turns(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let unfinished = self
+                .scalar("SELECT COUNT(*) FROM turns WHERE status IN ('queued', 'running')")
+                .await;
+            if unfinished == "0" {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{unfinished} turns stayed unfinished"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// The one value a query reads from the test database directly, as text.
     pub async fn scalar(&self, sql: &str) -> String {
         use sqlx::Connection;
@@ -312,6 +332,7 @@ pub fn test_settings(db: &TestDb, extra: &str) -> Settings {
     let base = format!(
         "[server]\nbind = \"127.0.0.1:0\"\nworkers = 2\n\
          [database]\nurl = \"{}\"\nmax_connections = 8\n\
+         [engine]\nlease_ms = 1000\nlease_sweep_ms = 200\n\
          [auth]\nadmin_secret = \"{ADMIN_SECRET}\"\n\
          {TEST_AGENTS}",
         db.url()

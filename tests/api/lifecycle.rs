@@ -104,6 +104,7 @@ async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent()
     drop(stream);
 
     let server = setup.start(&[]);
+    setup.db.wait_for_no_unfinished_turns().await;
     let record = get(
         &server,
         &token,
@@ -279,6 +280,7 @@ async fn a_server_tool_whose_result_was_durable_is_not_run_again_after_a_crash()
     drop(stream);
 
     let server = ServerProcess::start(command());
+    db.wait_for_no_unfinished_turns().await;
     let record = get(&server, token, &format!("/sessions/{session}/turns/{turn}")).await;
     assert_eq!(record["status"], "interrupted");
     let history = get(

@@ -830,6 +830,7 @@ async fn an_mcp_tool_whose_result_was_durable_is_not_called_again_after_a_crash(
     drop(stream);
 
     let server = ServerProcess::start(command());
+    db.wait_for_no_unfinished_turns().await;
     let get = |path: String| {
         let request = client.get(server.url(&path)).bearer_auth(token);
         async move { request.send().await.unwrap().json::<Value>().await.unwrap() }

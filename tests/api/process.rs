@@ -16,7 +16,10 @@ pub fn agentry(database_url: &str) -> Command {
         .env_remove("RUST_LOG")
         .env("AGENTRY__DATABASE__URL", database_url)
         .env("AGENTRY__LOG__FORMAT", "json")
-        .env("AGENTRY__LOG__LEVEL", "info");
+        .env("AGENTRY__LOG__LEVEL", "info")
+        // A killed process's turns are taken over within a second and a half.
+        .env("AGENTRY__ENGINE__LEASE_MS", "1000")
+        .env("AGENTRY__ENGINE__LEASE_SWEEP_MS", "200");
     command
 }
 

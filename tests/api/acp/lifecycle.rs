@@ -116,6 +116,7 @@ async fn a_run_orphaned_by_a_killed_server_ends_failed_as_interrupted_after_rest
     server.kill();
 
     let server = ServerProcess::start(command());
+    db.wait_for_no_unfinished_turns().await;
     let failed = get(&server, format!("/acp/runs/{run_id}")).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     // The engine keeps the run's status in its row: interrupted, which ACP calls failed.

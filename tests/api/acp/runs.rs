@@ -257,6 +257,7 @@ async fn a_kill_while_runs_are_created_leaves_every_turn_with_its_run() {
     assert!(created.load(std::sync::atomic::Ordering::Relaxed) >= 40);
     // A restart recovers what the kill left unfinished.
     let server = ServerProcess::start(command());
+    db.wait_for_no_unfinished_turns().await;
     let health = client.get(server.url("/readyz")).send().await.unwrap();
     assert!(health.status().is_success());
 

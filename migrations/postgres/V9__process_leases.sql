@@ -1,0 +1,11 @@
+-- The processes serving the database, each with a lease it renews while it lives, and the
+-- process that runs each turn. A turn left unfinished by a process whose lease expired is
+-- ended by a living one.
+CREATE TABLE processes (
+    id uuid PRIMARY KEY,
+    host text NOT NULL,
+    started_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+
+ALTER TABLE turns ADD COLUMN owner uuid;

@@ -1,0 +1,11 @@
+-- The processes serving the database, each with a lease it renews while it lives, and the
+-- process that runs each turn. A turn left unfinished by a process whose lease expired is
+-- ended by a living one.
+CREATE TABLE processes (
+    id BLOB PRIMARY KEY NOT NULL,
+    host TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+ALTER TABLE turns ADD COLUMN owner BLOB;

@@ -1,0 +1,337 @@
+//! Several processes on one database. Each process holds a lease it renews while it lives
+//! and owns the turns it admits; a turn whose owner's lease expired is ended by whichever
+//! living process claims it first. On PostgreSQL the processes hear each other: committed
+//! events reach every process's live subscribers, and commands (stop a turn, stop a
+//! tenant's turns) reach the process that runs the turn. SQLite is served by one process:
+//! a start ends every turn an earlier run left.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::agent_loop;
+use super::error::EngineError;
+use super::runner::Engine;
+use crate::model::{SessionId, TenantId, TurnError, TurnId};
+use crate::store::{Backend, Committed, Deltas, Notice, StoreError};
+
+/// Events read from the log per query when another process's commit is caught up with.
+const PAGE: i64 = 1000;
+/// How long to wait before listening again after the connection failed.
+const RELISTEN: Duration = Duration::from_secs(1);
+
+/// What one process asks of the others.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Command {
+    /// Stop this turn, wherever it runs.
+    StopTurn { turn: TurnId, reason: TurnError },
+    /// Stop every turn of this tenant.
+    StopTenant { tenant: TenantId, reason: TurnError },
+}
+
+impl Engine {
+    /// Registers this process, then ends the turns no living process owns: on SQLite every
+    /// turn an earlier run left unfinished, on PostgreSQL those of processes whose lease
+    /// expired (a living process's turns go on).
+    pub async fn recover(&self) -> Result<usize, EngineError> {
+        let host = hostname();
+        self.store
+            .insert_process(&self.process, &host, self.lease())
+            .await?;
+        let only = (self.store.backend() == Backend::Sqlite).then_some(&self.process);
+        self.store.expire_processes(only).await?;
+        self.end_orphans().await
+    }
+
+    /// Ends the unfinished turns of processes that hold no lease, each by exactly one
+    /// process. Returns how many this process ended.
+    async fn end_orphans(&self) -> Result<usize, EngineError> {
+        let mut ended = 0;
+        for orphan in self.store.list_orphan_turns().await? {
+            if !self
+                .store
+                .claim_turn(&orphan.turn.id, orphan.owner.as_ref(), &self.process)
+                .await?
+            {
+                continue;
+            }
+            tracing::warn!(
+                turn_id = %orphan.turn.id,
+                owner = ?orphan.owner,
+                "ending a turn whose process is gone"
+            );
+            agent_loop::interrupt_orphan(self, &orphan.turn).await?;
+            ended += 1;
+        }
+        Ok(ended)
+    }
+
+    pub(super) fn lease(&self) -> Duration {
+        Duration::from_millis(self.settings.lease_ms)
+    }
+
+    /// Starts what keeps this process in the cluster: its lease's heartbeat, the sweep for
+    /// dead processes' turns, and listening to the others. Only on PostgreSQL.
+    pub fn start_cluster(self: &Arc<Self>) {
+        if self.store.backend() != Backend::Postgres {
+            return;
+        }
+        tokio::spawn(self.clone().heartbeat());
+        tokio::spawn(self.clone().sweep());
+        tokio::spawn(self.clone().listen());
+    }
+
+    async fn heartbeat(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.settings.heartbeat());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = self.stopped() => return,
+                _ = tick.tick() => {}
+            }
+            match self.store.renew_process(&self.process, self.lease()).await {
+                Ok(true) => {}
+                Ok(false) => self.lost_lease().await,
+                Err(error) => tracing::warn!(%error, "cannot renew this process's lease"),
+            }
+        }
+    }
+
+    /// Another process found this one's lease expired and may be ending its turns: stop
+    /// them (what they would still write is refused), then serve on under a new lease.
+    async fn lost_lease(&self) {
+        tracing::error!(
+            "this process's lease expired before it was renewed: its turns are ended; \
+             is the database overloaded, or engine.lease_ms too short?"
+        );
+        for control in self.all_controls() {
+            control.stop(TurnError::new(
+                TurnError::INTERRUPTED,
+                "the server running the turn lost contact with the database",
+            ));
+        }
+        if let Err(error) = self
+            .store
+            .insert_process(&self.process, &hostname(), self.lease())
+            .await
+        {
+            tracing::warn!(%error, "cannot register this process again");
+        }
+    }
+
+    async fn sweep(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_millis(self.settings.lease_sweep_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = self.stopped() => return,
+                _ = tick.tick() => {}
+            }
+            let swept = async {
+                self.store.expire_processes(None).await?;
+                self.end_orphans().await
+            };
+            if let Err(error) = swept.await {
+                tracing::warn!(%error, "cannot sweep for turns of dead processes");
+            }
+        }
+    }
+
+    /// Follows the other processes' notifications until shutdown, listening again after a
+    /// lost connection; what was missed meanwhile is read from the log.
+    async fn listen(self: Arc<Self>) {
+        loop {
+            match self.store.listen(&self.process).await {
+                Ok(Some(mut listener)) => {
+                    self.catch_up_all();
+                    loop {
+                        let notice = tokio::select! {
+                            _ = self.stopped() => return,
+                            notice = listener.recv() => notice,
+                        };
+                        match notice {
+                            Ok(Notice::Events(committed)) => {
+                                for one in committed {
+                                    self.remote_commit(one);
+                                }
+                            }
+                            Ok(Notice::Command(payload)) => self.command(&payload),
+                            Ok(Notice::Reconnected) => self.catch_up_all(),
+                            Err(error) => {
+                                tracing::warn!(%error, "lost the notification connection");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Ok(None) => return,
+                Err(error) => tracing::warn!(%error, "cannot listen for other processes"),
+            }
+            tokio::select! {
+                _ = self.stopped() => return,
+                _ = tokio::time::sleep(RELISTEN) => {}
+            }
+        }
+    }
+
+    /// Another process committed events of a session: if this process has subscribers for
+    /// it, read them from the log once and send them on (one reader per session at a time).
+    fn remote_commit(self: &Arc<Self>, committed: Committed) {
+        let Some(watched) = self.fanout.watched(&committed.session) else {
+            return;
+        };
+        if watched.last.is_some_and(|last| last >= committed.last) {
+            return;
+        }
+        match self
+            .remote_reads
+            .lock()
+            .expect("remote reads lock")
+            .entry(committed.session)
+        {
+            Entry::Occupied(mut reading) => {
+                reading.get_mut().last = reading.get().last.max(committed.last);
+                return;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(committed);
+            }
+        }
+        tokio::spawn(self.clone().read_remote(committed));
+    }
+
+    async fn read_remote(self: Arc<Self>, first: Committed) {
+        let session = first.session;
+        loop {
+            let wanted = self.remote_reads.lock().expect("remote reads lock")[&session];
+            let after = match self.fanout.watched(&session) {
+                None => break,
+                Some(watched) => match watched.last {
+                    Some(last) if last >= wanted.last => {
+                        let mut reads = self.remote_reads.lock().expect("remote reads lock");
+                        if reads[&session].last <= last {
+                            reads.remove(&session);
+                            return;
+                        }
+                        continue;
+                    }
+                    Some(last) => last,
+                    // Subscribers read the log up to where they subscribed: from this
+                    // commit on is what they may miss.
+                    None => wanted.first - 1,
+                },
+            };
+            let page = self
+                .store
+                .list_events(
+                    &wanted.tenant,
+                    &session,
+                    None,
+                    after,
+                    PAGE,
+                    Deltas::AsStreamed,
+                )
+                .await;
+            match page {
+                Ok(page) if !page.is_empty() => {
+                    let events: Vec<_> = page.into_iter().map(Arc::new).collect();
+                    self.fanout.publish(&session, &events);
+                }
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::warn!(%error, session_id = %session, "cannot read another process's events");
+                    break;
+                }
+            }
+        }
+        self.remote_reads
+            .lock()
+            .expect("remote reads lock")
+            .remove(&session);
+    }
+
+    /// After missing notifications: every session with subscribers gets its latest event
+    /// (subscribers further behind see the gap and read the log).
+    fn catch_up_all(self: &Arc<Self>) {
+        for watched in self.fanout.all_watched() {
+            let engine = self.clone();
+            tokio::spawn(async move {
+                match engine
+                    .store
+                    .max_event_seq(&watched.tenant, &watched.session)
+                    .await
+                {
+                    Ok(0) => {}
+                    Ok(last) => engine.remote_commit(Committed {
+                        tenant: watched.tenant,
+                        session: watched.session,
+                        first: last,
+                        last,
+                    }),
+                    Err(error) => tracing::warn!(%error, "cannot catch up with a session"),
+                }
+            });
+        }
+    }
+
+    /// Sends a command to the other processes (nothing on SQLite: there are none).
+    pub(super) async fn broadcast(&self, command: &Command) -> Result<(), StoreError> {
+        let payload = serde_json::to_string(command)?;
+        self.store.notify_command(&payload).await
+    }
+
+    fn command(&self, payload: &str) {
+        let command: Command = match serde_json::from_str(payload) {
+            Ok(command) => command,
+            Err(error) => {
+                tracing::warn!(%error, "ignored a malformed command from another process");
+                return;
+            }
+        };
+        match command {
+            Command::StopTurn { turn, reason } => {
+                if let Some(control) = self.control(&turn) {
+                    control.stop(reason);
+                }
+            }
+            Command::StopTenant { tenant, reason } => {
+                for control in self.tenant_controls(&tenant) {
+                    control.stop(reason.clone());
+                }
+            }
+        }
+    }
+
+    /// At shutdown, once this process's turns ended: it owns nothing, so it leaves now
+    /// instead of when its lease expires.
+    pub(super) async fn leave(&self) {
+        if self.running_turns() > 0 {
+            return;
+        }
+        if let Err(error) = self.store.delete_process(&self.process).await {
+            tracing::warn!(%error, "cannot unregister this process");
+        }
+    }
+}
+
+/// The name of this host, for operators reading the processes table.
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("{h}:{}", std::process::id()))
+        .unwrap_or_else(|| format!("pid {}", std::process::id()))
+}
+
+/// The reads of other processes' commits in flight, per session.
+pub(super) type RemoteReads = std::sync::Mutex<HashMap<SessionId, Committed>>;

@@ -1,0 +1,165 @@
+//! The processes serving the database and their leases: which process runs a turn, and
+//! which turns a process whose lease expired left unfinished. Lease times are read from the
+//! database's clock, so processes on several hosts need not agree on theirs.
+
+use std::time::Duration;
+
+use super::turns::{TURN_COLUMNS, TurnRow};
+use super::{Db, Store, StoreError, with_db, with_writer};
+use crate::model::{ProcessId, Turn, TurnId};
+
+/// The database's clock now, and `$N` milliseconds after it, per backend.
+const PG_NOW: &str = "clock_timestamp()";
+const SQLITE_NOW: &str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
+
+fn now_sql(db: &Db) -> &'static str {
+    match db {
+        Db::Sqlite(_) => SQLITE_NOW,
+        Db::Postgres(_) => PG_NOW,
+    }
+}
+
+fn later_sql(db: &Db, param: u8) -> String {
+    match db {
+        Db::Sqlite(_) => format!("({SQLITE_NOW} + ${param} * 1000)"),
+        Db::Postgres(_) => format!("({PG_NOW} + ${param} * interval '1 millisecond')"),
+    }
+}
+
+/// A turn whose owner no longer holds a lease, with the owner it was found with.
+#[derive(Debug)]
+pub struct Orphan {
+    pub turn: Turn,
+    pub owner: Option<ProcessId>,
+}
+
+#[derive(sqlx::FromRow)]
+struct OrphanRow {
+    #[sqlx(flatten)]
+    turn: TurnRow,
+    owner: Option<ProcessId>,
+}
+
+fn millis(lease: Duration) -> i64 {
+    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Registers a process holding a lease of `lease` from now.
+    pub async fn insert_process(
+        &self,
+        id: &ProcessId,
+        host: &str,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO processes (id, host, started_at, expires_at) VALUES ($1, $2, {}, {})",
+            now_sql(&self.db),
+            later_sql(&self.db, 3)
+        );
+        with_writer!(self, |pool| sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .bind(host)
+            .bind(millis(lease))
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    /// Extends the process's lease to `lease` from now; `false` when the process is no
+    /// longer registered (another process found its lease expired).
+    pub async fn renew_process(&self, id: &ProcessId, lease: Duration) -> Result<bool, StoreError> {
+        let sql = format!(
+            "UPDATE processes SET expires_at = {} WHERE id = $1",
+            later_sql(&self.db, 2)
+        );
+        let done = with_writer!(self, |pool| sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .bind(millis(lease))
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(done == 1)
+    }
+
+    pub async fn delete_process(&self, id: &ProcessId) -> Result<(), StoreError> {
+        with_writer!(self, |pool| sqlx::query(
+            "DELETE FROM processes WHERE id = $1"
+        )
+        .bind(id)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected()))?;
+        Ok(())
+    }
+
+    /// Forgets the processes whose lease expired (with `all_but`: every process but that
+    /// one, for a database only one process may serve). Their turns become orphans.
+    pub async fn expire_processes(&self, all_but: Option<&ProcessId>) -> Result<u64, StoreError> {
+        let done = match all_but {
+            Some(keep) => with_writer!(self, |pool| sqlx::query(
+                "DELETE FROM processes WHERE id <> $1"
+            )
+            .bind(keep)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()))?,
+            None => {
+                let sql = format!(
+                    "DELETE FROM processes WHERE expires_at < {}",
+                    now_sql(&self.db)
+                );
+                with_writer!(self, |pool| sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(pool)
+                    .await
+                    .map(|r| r.rows_affected()))?
+            }
+        };
+        Ok(done)
+    }
+
+    /// Queued or running turns whose owner holds no lease.
+    pub async fn list_orphan_turns(&self) -> Result<Vec<Orphan>, StoreError> {
+        let sql = format!(
+            "SELECT {TURN_COLUMNS}, owner FROM turns \
+             WHERE status IN ('queued', 'running') \
+             AND (owner IS NULL OR NOT EXISTS (SELECT 1 FROM processes p WHERE p.id = turns.owner)) \
+             ORDER BY id"
+        );
+        let rows: Vec<OrphanRow> = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .fetch_all(pool)
+                .await
+        })?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(Orphan {
+                    turn: Turn::try_from(row.turn)?,
+                    owner: row.owner,
+                })
+            })
+            .collect()
+    }
+
+    /// Takes an orphan over for `to`, if it is still unfinished and still `from`'s: of
+    /// several processes trying at once, exactly one gets `true`.
+    pub async fn claim_turn(
+        &self,
+        turn: &TurnId,
+        from: Option<&ProcessId>,
+        to: &ProcessId,
+    ) -> Result<bool, StoreError> {
+        let done = with_writer!(self, |pool| sqlx::query(
+            "UPDATE turns SET owner = $3 WHERE id = $1 AND status IN ('queued', 'running') \
+             AND owner IS NOT DISTINCT FROM $2"
+        )
+        .bind(turn)
+        .bind(from)
+        .bind(to)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected()))?;
+        Ok(done == 1)
+    }
+}
