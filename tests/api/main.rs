@@ -9,6 +9,7 @@ mod acp;
 mod admin;
 mod agentscope;
 mod auth;
+mod cluster;
 mod compaction;
 mod deployment;
 mod errors;
