@@ -9,3 +9,6 @@ CREATE TABLE processes (
 );
 
 ALTER TABLE turns ADD COLUMN owner uuid;
+
+-- A tenant's active turns, counted against its limit over every process.
+CREATE INDEX turns_tenant_active ON turns (tenant_id) WHERE status IN ('queued', 'running');

@@ -9,3 +9,6 @@ CREATE TABLE processes (
 ) WITHOUT ROWID;
 
 ALTER TABLE turns ADD COLUMN owner BLOB;
+
+-- A tenant's active turns, counted against its limit over every process.
+CREATE INDEX turns_tenant_active ON turns (tenant_id) WHERE status IN ('queued', 'running');

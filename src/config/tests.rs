@@ -28,6 +28,10 @@ fn invalid_values_name_their_key() {
     )
     .unwrap_err();
     assert_eq!(err.key, "agents[0].options[0].default");
+    let err = Settings::from_toml("[engine]\nlease_ms = 100").unwrap_err();
+    assert_eq!(err.key, "engine.lease_ms");
+    let err = Settings::from_toml("[engine]\nlease_sweep_ms = 0").unwrap_err();
+    assert_eq!(err.key, "engine.lease_sweep_ms");
 }
 
 #[test]

@@ -171,4 +171,34 @@ mod tests {
             "publishing to no one creates nothing"
         );
     }
+
+    fn event(session: SessionId, seq: i64) -> Arc<Event> {
+        Arc::new(Event {
+            session_id: session,
+            seq,
+            turn_id: crate::model::TurnId::generate(),
+            data: crate::model::EventData::MessageStop {},
+            created_at: crate::model::now(),
+        })
+    }
+
+    #[tokio::test]
+    async fn an_event_is_sent_once_in_order_whoever_publishes_it() {
+        let fanout = Arc::new(Fanout::new(16));
+        let tenant = TenantId::generate();
+        let session = SessionId::generate();
+        let mut subscriber = fanout.subscribe(&tenant, &session);
+        assert_eq!(fanout.watched(&session).unwrap().last, None);
+        // This process's writer, then a read of the log that overlaps it.
+        fanout.publish(&session, &[event(session, 1), event(session, 2)]);
+        fanout.publish(&session, &[event(session, 2), event(session, 3)]);
+        fanout.publish(&session, &[event(session, 1)]);
+        let mut received = Vec::new();
+        for _ in 0..3 {
+            received.push(subscriber.recv().await.unwrap().seq);
+        }
+        assert_eq!(received, [1, 2, 3]);
+        assert_eq!(fanout.watched(&session).unwrap().last, Some(3));
+        assert!(fanout.watched(&SessionId::generate()).is_none());
+    }
 }

@@ -652,7 +652,10 @@ impl Engine {
         let permits = tokio::select! {
             biased;
             _ = control.token().cancelled() => None,
-            permits = acquire(tenant_limit, self.global.clone()) => permits,
+            permits = async {
+                let permits = acquire(tenant_limit, self.global.clone()).await?;
+                self.tenant_slot(&turn).await.then_some(permits)
+            } => permits,
         };
         self.release_queue_slot(&turn.tenant_id);
         match permits {
@@ -673,13 +676,46 @@ impl Engine {
                     .await;
                 }
             }
-            None => agent_loop::stop_unstarted(&self, &turn, control.reason()).await,
+            None => {
+                let reason = if control.token().is_cancelled() {
+                    control.reason()
+                } else {
+                    TurnError::new("internal", "the turn could not start: the database failed")
+                };
+                agent_loop::stop_unstarted(&self, &turn, reason).await
+            }
         }
         self.controls
             .lock()
             .expect("controls lock")
             .remove(&turn.id);
         control.ended.cancel();
+    }
+
+    /// Waits until the turn's tenant runs fewer turns than its limit over every process
+    /// (with one process, its own semaphore already says so), and starts the turn. `false`
+    /// if the database cannot be asked: the turn then ends as failed to start.
+    async fn tenant_slot(&self, turn: &Turn) -> bool {
+        let limit = self.settings.max_concurrent_turns_per_tenant;
+        let mut wait = SLOT_POLL_MIN;
+        loop {
+            match self
+                .store
+                .start_turn_within(&turn.tenant_id, &turn.id, limit)
+                .await
+            {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::error!(%error, turn_id = %turn.id, "cannot start a turn");
+                    return false;
+                }
+            }
+            // Another process's turn of this tenant must end first: its end is not
+            // announced here, so ask again, less often the longer it takes.
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(SLOT_POLL_MAX);
+        }
     }
 
     /// Stops every queued and running turn of the tenant with `reason`, on whichever
@@ -863,6 +899,10 @@ impl Engine {
         self.accepting.load(Ordering::Acquire)
     }
 }
+
+/// How often a turn whose tenant is at its limit on other processes asks again.
+const SLOT_POLL_MIN: Duration = Duration::from_millis(20);
+const SLOT_POLL_MAX: Duration = Duration::from_millis(500);
 
 async fn acquire(
     tenant: Arc<Semaphore>,

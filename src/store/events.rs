@@ -426,7 +426,8 @@ macro_rules! append_rest {
                 update.push(" WHEN ").push_bind(group.turn);
                 update.push(" THEN ").push_bind(*seq);
             }
-            update.push(" END) WHERE status = 'queued' AND tenant_id = CASE id");
+            // Running already when its slot was claimed over every process.
+            update.push(" END) WHERE status IN ('queued', 'running') AND tenant_id = CASE id");
             for (group, _, _) in &starts {
                 update.push(" WHEN ").push_bind(group.turn);
                 update.push(" THEN ").push_bind(group.tenant);

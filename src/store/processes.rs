@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::turns::{TURN_COLUMNS, TurnRow};
 use super::{Db, Store, StoreError, with_db, with_writer};
-use crate::model::{ProcessId, Turn, TurnId};
+use crate::model::{ProcessId, TenantId, Turn, TurnId};
 
 /// The database's clock now, and `$N` milliseconds after it, per backend.
 const PG_NOW: &str = "clock_timestamp()";
@@ -161,5 +161,39 @@ impl Store {
         .await
         .map(|r| r.rows_affected()))?;
         Ok(done == 1)
+    }
+
+    /// Starts a queued turn if its tenant runs fewer than `limit` turns over every process
+    /// (PostgreSQL; on SQLite the one process's own limit is the whole truth and this
+    /// always starts it). Claims are serialized per tenant by an advisory lock, so two
+    /// processes never both take the last slot. `false`: the tenant is at its limit.
+    pub async fn start_turn_within(
+        &self,
+        tenant: &TenantId,
+        turn: &TurnId,
+        limit: usize,
+    ) -> Result<bool, StoreError> {
+        let Db::Postgres(pool) = &self.db else {
+            return Ok(true);
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7))")
+            .bind(tenant.to_uuid().to_string())
+            .execute(&mut *tx)
+            .await?;
+        let started = sqlx::query(
+            "UPDATE turns SET status = 'running' WHERE tenant_id = $1 AND id = $2 \
+             AND status = 'queued' AND (SELECT COUNT(*) FROM turns \
+             WHERE tenant_id = $1 AND status = 'running') < $3",
+        )
+        .bind(tenant)
+        .bind(turn)
+        .bind(limit)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(started == 1)
     }
 }

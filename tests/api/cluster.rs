@@ -586,3 +586,46 @@ async fn a_permission_answered_on_another_process_resumes_the_turn_that_stopped_
         "{sent}"
     );
 }
+
+#[tokio::test]
+async fn a_tenants_limit_of_concurrent_turns_holds_over_every_process() {
+    let Some(cluster) = Cluster::new("").await else {
+        return;
+    };
+    let token = &cluster.token;
+    let one = [("AGENTRY__ENGINE__MAX_CONCURRENT_TURNS_PER_TENANT", "1")];
+    let a = cluster.start(&one);
+    let b = cluster.start(&one);
+    let first = a.create_session(token, "slow").await;
+    let second = b.create_session(token, "slow").await;
+    let mut on_a = stream_turn(&a, token, &first, &"k".repeat(30)).await;
+    on_a.next().await.unwrap();
+    // B has a free slot of its own, but the tenant's one turn runs on A: B's waits.
+    let mut on_b = stream_turn(&b, token, &second, "short").await;
+    let waiting = turn_id(&on_b);
+    let status = get(&a, token, &format!("/sessions/{second}/turns/{waiting}")).await;
+    assert_eq!(status["status"], "queued", "{status}");
+
+    let running = turn_id(&on_a);
+    assert_eq!(
+        on_a.until_turn_stop().await.last().unwrap().data["stopReason"],
+        "end_turn"
+    );
+    assert_eq!(
+        on_b.until_turn_stop().await.last().unwrap().data["stopReason"],
+        "end_turn"
+    );
+    let ordered = cluster
+        .db
+        .scalar(&format!(
+            "SELECT (SELECT started_at FROM turns WHERE id = {}) >= \
+             (SELECT finished_at FROM turns WHERE id = {})",
+            cluster.db.id(&waiting),
+            cluster.db.id(&running)
+        ))
+        .await;
+    assert_eq!(
+        ordered, "true",
+        "the second turn started after the first ended"
+    );
+}
