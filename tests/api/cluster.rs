@@ -83,18 +83,6 @@ impl Cluster {
     }
 }
 
-async fn stream_turn(server: &ServerProcess, token: &str, session: &str, text: &str) -> SseReader {
-    let response = reqwest::Client::new()
-        .post(server.url(&format!("/sessions/{session}/turns")))
-        .bearer_auth(token)
-        .json(&json!({"stream": "delta", "messages": [user(text)]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    SseReader::new(response)
-}
-
 fn turn_id(stream: &SseReader) -> String {
     stream.headers["agentry-turn-id"]
         .to_str()
@@ -119,18 +107,6 @@ async fn follow(
     let response = request.send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     SseReader::new(response)
-}
-
-async fn get(server: &ServerProcess, token: &str, path: &str) -> Value {
-    reqwest::Client::new()
-        .get(server.url(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 /// Ids strictly increasing: nothing twice. (AAP's delta mode sends no frame for some
@@ -165,7 +141,7 @@ async fn a_turn_on_one_process_is_followed_live_from_the_start_and_mid_turn_on_t
     let c = cluster.start(&[]);
     let session = a.create_session(token, "slow").await;
 
-    let mut on_a = stream_turn(&a, token, &session, &"k".repeat(60)).await;
+    let mut on_a = a.stream_turn(token, &session, &"k".repeat(60)).await;
     let turn = turn_id(&on_a);
     // B follows from the turn's first event while the turn runs on A.
     let mut on_b = follow(&b, token, &session, &turn, None).await;
@@ -179,7 +155,9 @@ async fn a_turn_on_one_process_is_followed_live_from_the_start_and_mid_turn_on_t
     let mut on_c = on_c.await;
     let first_on_b = on_b.next().await.unwrap();
     let first_on_c = on_c.next().await.unwrap();
-    let record = get(&c, token, &format!("/sessions/{session}/turns/{turn}")).await;
+    let record = c
+        .get_json(token, &format!("/sessions/{session}/turns/{turn}"))
+        .await;
     assert_eq!(
         record["status"], "running",
         "B and C receive while A still runs the turn"
@@ -222,7 +200,7 @@ async fn a_cancel_sent_to_another_process_stops_the_turn_where_it_runs() {
     let a = cluster.start(&[]);
     let b = cluster.start(&[]);
     let session = a.create_session(token, "slow").await;
-    let mut on_a = stream_turn(&a, token, &session, &"k".repeat(400)).await;
+    let mut on_a = a.stream_turn(token, &session, &"k".repeat(400)).await;
     let turn = turn_id(&on_a);
     for _ in 0..3 {
         on_a.next().await.unwrap();
@@ -258,7 +236,7 @@ async fn a_tenant_suspended_through_another_process_ends_its_turns_there() {
     let a = cluster.start(&[]);
     let b = cluster.start(&[]);
     let session = a.create_session(token, "slow").await;
-    let mut on_a = stream_turn(&a, token, &session, &"k".repeat(400)).await;
+    let mut on_a = a.stream_turn(token, &session, &"k".repeat(400)).await;
     on_a.next().await.unwrap();
 
     let suspended = reqwest::Client::new()
@@ -344,7 +322,9 @@ async fn two_processes_racing_for_one_session_admit_one_turn_and_a_retry_elsewhe
     let retry = send(&b).await.unwrap();
     assert_eq!(retry.status(), StatusCode::OK);
     assert_eq!(retry.headers()["agentry-turn-id"], first_turn);
-    let turns = get(&b, token, &format!("/sessions/{session}/turns")).await;
+    let turns = b
+        .get_json(token, &format!("/sessions/{session}/turns"))
+        .await;
     assert_eq!(turns["turns"].as_array().unwrap().len(), 1, "{turns}");
 }
 
@@ -358,7 +338,7 @@ async fn a_killed_processs_turn_is_ended_once_by_another_and_its_replacement_lea
     let a = cluster.start(&[]);
     let b = cluster.start(&[]);
     let session = a.create_session(token, "slow").await;
-    let on_a = stream_turn(&a, token, &session, &"k".repeat(400)).await;
+    let on_a = a.stream_turn(token, &session, &"k".repeat(400)).await;
     let turn = turn_id(&on_a);
     let mut on_b = follow(&b, token, &session, &turn, None).await;
     for _ in 0..5 {
@@ -385,7 +365,7 @@ async fn a_killed_processs_turn_is_ended_once_by_another_and_its_replacement_lea
 
     // B runs a turn; A's replacement starts meanwhile and must not touch it.
     let other = b.create_session(token, "slow").await;
-    let mut on_b = stream_turn(&b, token, &other, &"k".repeat(40)).await;
+    let mut on_b = b.stream_turn(token, &other, &"k".repeat(40)).await;
     on_b.next().await.unwrap();
     let replacement = cluster.start(&[]);
     let frames = on_b.until_turn_stop().await;
@@ -404,7 +384,7 @@ async fn a_rolling_restart_ends_every_turn_once_and_followers_on_the_new_process
     let mut turns = Vec::new();
     for length in [20, 20, 400] {
         let session = old.create_session(token, "slow").await;
-        let mut stream = stream_turn(&old, token, &session, &"k".repeat(length)).await;
+        let mut stream = old.stream_turn(token, &session, &"k".repeat(length)).await;
         stream.next().await.unwrap();
         turns.push((session, turn_id(&stream), length));
     }
@@ -448,7 +428,8 @@ async fn a_rolling_restart_ends_every_turn_once_and_followers_on_the_new_process
     cluster.db.wait_for_no_unfinished_turns().await;
     // The new process serves on.
     let session = new.create_session(token, "slow").await;
-    let frames = stream_turn(&new, token, &session, "ok")
+    let frames = new
+        .stream_turn(token, &session, "ok")
         .await
         .until_turn_stop()
         .await;
@@ -477,7 +458,7 @@ async fn sequence_numbers_stay_gap_free_when_turns_of_many_sessions_move_between
             let mut turns = Vec::new();
             for round in 0..6 {
                 let server = &servers[(i + round) % 3];
-                let mut stream = stream_turn(server, &cluster.token, &session, "abcdef").await;
+                let mut stream = server.stream_turn(&cluster.token, &session, "abcdef").await;
                 turns.push((turn_id(&stream), stream.until_turn_stop().await));
             }
             (session, turns)
@@ -598,12 +579,14 @@ async fn a_tenants_limit_of_concurrent_turns_holds_over_every_process() {
     let b = cluster.start(&one);
     let first = a.create_session(token, "slow").await;
     let second = b.create_session(token, "slow").await;
-    let mut on_a = stream_turn(&a, token, &first, &"k".repeat(30)).await;
+    let mut on_a = a.stream_turn(token, &first, &"k".repeat(30)).await;
     on_a.next().await.unwrap();
     // B has a free slot of its own, but the tenant's one turn runs on A: B's waits.
-    let mut on_b = stream_turn(&b, token, &second, "short").await;
+    let mut on_b = b.stream_turn(token, &second, "short").await;
     let waiting = turn_id(&on_b);
-    let status = get(&a, token, &format!("/sessions/{second}/turns/{waiting}")).await;
+    let status = a
+        .get_json(token, &format!("/sessions/{second}/turns/{waiting}"))
+        .await;
     assert_eq!(status["status"], "queued", "{status}");
 
     let running = turn_id(&on_a);

@@ -2,7 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::TestDb;
@@ -60,30 +59,6 @@ impl Setup {
     }
 }
 
-async fn stream_turn(server: &ServerProcess, token: &str, session: &str, text: &str) -> SseReader {
-    let response = reqwest::Client::new()
-        .post(server.url(&format!("/sessions/{session}/turns")))
-        .bearer_auth(token)
-        .json(&json!({"stream": "delta", "messages": [{"role": "user", "content": text}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    SseReader::new(response)
-}
-
-async fn get(server: &ServerProcess, token: &str, path: &str) -> Value {
-    reqwest::Client::new()
-        .get(server.url(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent() {
     let setup = Setup::new().await;
@@ -91,7 +66,7 @@ async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent()
     let server = setup.start(&[]);
     let session = server.create_session(&token, "slow").await;
     let text = "k".repeat(200);
-    let mut stream = stream_turn(&server, &token, &session, &text).await;
+    let mut stream = server.stream_turn(&token, &session, &text).await;
     let turn = stream.headers["agentry-turn-id"]
         .to_str()
         .unwrap()
@@ -105,12 +80,9 @@ async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent()
 
     let server = setup.start(&[]);
     setup.db.wait_for_no_unfinished_turns().await;
-    let record = get(
-        &server,
-        &token,
-        &format!("/sessions/{session}/turns/{turn}"),
-    )
-    .await;
+    let record = server
+        .get_json(&token, &format!("/sessions/{session}/turns/{turn}"))
+        .await;
     assert_eq!(record["status"], "interrupted");
     assert_eq!(record["error"]["code"], "interrupted");
 
@@ -140,12 +112,9 @@ async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent()
         .filter_map(|f| f.data["delta"].as_str())
         .collect();
     assert!(!streamed.is_empty() && streamed.len() < text.len());
-    let history = get(
-        &server,
-        &token,
-        &format!("/sessions/{session}/history?type=full"),
-    )
-    .await;
+    let history = server
+        .get_json(&token, &format!("/sessions/{session}/history?type=full"))
+        .await;
     assert_eq!(
         history["history"]["full"][1],
         json!({"role": "assistant", "content": [{"type": "text", "text": streamed}]})
@@ -172,8 +141,10 @@ async fn sigterm_lets_short_turns_finish_and_interrupts_the_rest_after_the_grace
     let server = setup.start(&[("AGENTRY__ENGINE__SHUTDOWN_GRACE_SECONDS", "1")]);
     let short_session = server.create_session(&token, "slow").await;
     let long_session = server.create_session(&token, "slow").await;
-    let mut short = stream_turn(&server, &token, &short_session, "abc").await;
-    let mut long = stream_turn(&server, &token, &long_session, &"z".repeat(400)).await;
+    let mut short = server.stream_turn(&token, &short_session, "abc").await;
+    let mut long = server
+        .stream_turn(&token, &long_session, &"z".repeat(400))
+        .await;
     assert_eq!(short.next().await.unwrap().event, "turn_start");
     assert_eq!(long.next().await.unwrap().event, "turn_start");
 
@@ -215,9 +186,13 @@ async fn sigterm_lets_short_turns_finish_and_interrupts_the_rest_after_the_grace
 
     // Nothing was left for recovery: the restarted server finds both turns ended.
     let server = setup.start(&[]);
-    let turns = get(&server, &token, &format!("/sessions/{long_session}/turns")).await;
+    let turns = server
+        .get_json(&token, &format!("/sessions/{long_session}/turns"))
+        .await;
     assert_eq!(turns["turns"][0]["status"], "interrupted");
-    let turns = get(&server, &token, &format!("/sessions/{short_session}/turns")).await;
+    let turns = server
+        .get_json(&token, &format!("/sessions/{short_session}/turns"))
+        .await;
     assert_eq!(turns["turns"][0]["status"], "completed");
     let logs = server.logs.lock().unwrap().join("\n");
     assert!(!logs.contains("recovered a turn"), "{logs}");
@@ -263,7 +238,7 @@ async fn a_server_tool_whose_result_was_durable_is_not_run_again_after_a_crash()
         finish("tool_calls"),
     ]));
     model.push(Reply::Hang);
-    let mut stream = stream_turn(&server, token, &session, "remember").await;
+    let mut stream = server.stream_turn(token, &session, "remember").await;
     let turn = stream.headers["agentry-turn-id"]
         .to_str()
         .unwrap()
@@ -281,14 +256,13 @@ async fn a_server_tool_whose_result_was_durable_is_not_run_again_after_a_crash()
 
     let server = ServerProcess::start(command());
     db.wait_for_no_unfinished_turns().await;
-    let record = get(&server, token, &format!("/sessions/{session}/turns/{turn}")).await;
+    let record = server
+        .get_json(token, &format!("/sessions/{session}/turns/{turn}"))
+        .await;
     assert_eq!(record["status"], "interrupted");
-    let history = get(
-        &server,
-        token,
-        &format!("/sessions/{session}/history?type=full"),
-    )
-    .await;
+    let history = server
+        .get_json(token, &format!("/sessions/{session}/history?type=full"))
+        .await;
     let results: Vec<&Value> = history["history"]["full"]
         .as_array()
         .unwrap()

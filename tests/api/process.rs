@@ -6,6 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use crate::sse::SseReader;
+
 pub const BINARY: &str = env!("CARGO_BIN_EXE_agentry");
 
 /// A command of the binary with the environment a test controls.
@@ -93,6 +95,32 @@ impl ServerProcess {
         assert_eq!(reply.status(), reqwest::StatusCode::CREATED);
         let body: serde_json::Value = reply.json().await.unwrap();
         body["sessionId"].as_str().unwrap().to_owned()
+    }
+
+    /// Posts a turn of `text` in delta mode and returns its stream.
+    pub async fn stream_turn(&self, token: &str, session: &str, text: &str) -> SseReader {
+        let response = reqwest::Client::new()
+            .post(self.url(&format!("/sessions/{session}/turns")))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"stream": "delta", "messages": [{"role": "user", "content": text}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK);
+        SseReader::new(response)
+    }
+
+    /// The JSON body of a GET.
+    pub async fn get_json(&self, token: &str, path: &str) -> serde_json::Value {
+        reqwest::Client::new()
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     /// Waits (up to 60 s) until the server has logged a line containing `needle`.
