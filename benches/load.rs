@@ -74,6 +74,11 @@ use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::Mutex;
 
+#[path = "common/failures.rs"]
+mod failures;
+
+use failures::{Errors, Failure};
+
 #[derive(Debug, Parser)]
 #[command(about = "Drives a running agentry server and prints throughput and latency figures")]
 struct Args {
@@ -425,81 +430,6 @@ where
         total += task.await.unwrap();
     }
     (total, started.elapsed().as_secs_f64())
-}
-
-/// Why a throughput turn did not count.
-#[derive(Debug, Clone, Copy)]
-enum Failure {
-    /// 409 (`session_busy`), or AgentScope's `session_busy` frame.
-    Busy,
-    /// 429.
-    TooMany,
-    /// Another status that is not 2xx and not 5xx, or a request refused in an AgentScope frame.
-    Client,
-    /// 5xx.
-    Server,
-    /// The connection failed, or the turn took longer than `TURN_TIMEOUT`.
-    Io,
-    /// A 2xx answer that ended before the turn did.
-    Incomplete,
-    /// The turn ended in error.
-    Turn,
-}
-
-impl Failure {
-    fn of_status(status: reqwest::StatusCode) -> Failure {
-        match status.as_u16() {
-            409 => Failure::Busy,
-            429 => Failure::TooMany,
-            500.. => Failure::Server,
-            _ => Failure::Client,
-        }
-    }
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-struct Errors {
-    busy: usize,
-    too_many: usize,
-    client: usize,
-    server: usize,
-    io: usize,
-    incomplete: usize,
-    turn: usize,
-}
-
-impl Errors {
-    fn count(&mut self, failure: Failure) {
-        *match failure {
-            Failure::Busy => &mut self.busy,
-            Failure::TooMany => &mut self.too_many,
-            Failure::Client => &mut self.client,
-            Failure::Server => &mut self.server,
-            Failure::Io => &mut self.io,
-            Failure::Incomplete => &mut self.incomplete,
-            Failure::Turn => &mut self.turn,
-        } += 1;
-    }
-
-    fn add(&mut self, other: &Errors) {
-        self.busy += other.busy;
-        self.too_many += other.too_many;
-        self.client += other.client;
-        self.server += other.server;
-        self.io += other.io;
-        self.incomplete += other.incomplete;
-        self.turn += other.turn;
-    }
-
-    fn total(&self) -> usize {
-        self.busy
-            + self.too_many
-            + self.client
-            + self.server
-            + self.io
-            + self.incomplete
-            + self.turn
-    }
 }
 
 /// A completed turn's timings, from just before its request was sent.
