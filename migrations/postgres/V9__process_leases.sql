@@ -8,7 +8,10 @@ CREATE TABLE processes (
     expires_at timestamptz NOT NULL
 );
 
+-- A queued turn no process has taken yet has no owner: any process with a free slot may
+-- take it. The answers to permission requests it carries, for whichever process runs it.
 ALTER TABLE turns ADD COLUMN owner uuid;
+ALTER TABLE turns ADD COLUMN permissions jsonb;
 
 -- A tenant's active turns, counted against its limit over every process.
 CREATE INDEX turns_tenant_active ON turns (tenant_id) WHERE status IN ('queued', 'running');

@@ -14,12 +14,14 @@ use serde::{Deserialize, Serialize};
 
 use super::agent_loop;
 use super::error::EngineError;
-use super::runner::Engine;
-use crate::model::{SessionId, TenantId, TurnError, TurnId};
+use super::runner::{Engine, Permission};
+use crate::model::{SessionId, TenantId, Turn, TurnError, TurnId};
 use crate::store::{Backend, Committed, Deltas, Notice, StoreError};
 
 /// Events read from the log per query when another process's commit is caught up with.
 const PAGE: i64 = 1000;
+/// How often a process with a free slot looks for turns waiting for any process.
+const DISPATCH_TICK: Duration = Duration::from_millis(500);
 /// How long to wait before listening again after the connection failed.
 const RELISTEN: Duration = Duration::from_secs(1);
 
@@ -31,6 +33,8 @@ pub(super) enum Command {
     StopTurn { turn: TurnId, reason: TurnError },
     /// Stop every turn of this tenant.
     StopTenant { tenant: TenantId, reason: TurnError },
+    /// A turn waits for any process with a free slot.
+    Dispatch,
 }
 
 impl Engine {
@@ -83,6 +87,88 @@ impl Engine {
         tokio::spawn(self.clone().heartbeat());
         tokio::spawn(self.clone().sweep());
         tokio::spawn(self.clone().listen());
+        tokio::spawn(self.clone().dispatch());
+    }
+
+    /// Tells every process (this one too) that a turn waits for a free slot.
+    pub(super) async fn dispatch_soon(&self) {
+        self.dispatch_wake.notify_one();
+        if let Err(error) = self.broadcast(&Command::Dispatch).await {
+            tracing::warn!(%error, "cannot tell the other processes a turn waits");
+        }
+    }
+
+    /// Takes turns waiting for any process while this one has free slots: when told one
+    /// waits, when one of its turns ends, and every `DISPATCH_TICK` in case a word was lost.
+    async fn dispatch(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(DISPATCH_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = self.stopped() => return,
+                _ = self.dispatch_wake.notified() => {}
+                _ = tick.tick() => {}
+            }
+            while let Some(slot) = self.free_slot() {
+                let claimed = self
+                    .store
+                    .claim_queued_turn(&self.process, self.settings.max_concurrent_turns_per_tenant)
+                    .await;
+                match claimed {
+                    Ok(Some((turn, permissions))) => {
+                        self.run_claimed(turn, permissions, slot).await
+                    }
+                    Ok(None) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot take a waiting turn");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs a turn taken from the queue (started in the database by the claim).
+    async fn run_claimed(
+        self: &Arc<Self>,
+        turn: Turn,
+        permissions: Option<serde_json::Value>,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        tracing::info!(turn_id = %turn.id, "took a turn that waited for any process");
+        let permissions: Vec<Permission> = match permissions.map(serde_json::from_value) {
+            None => Vec::new(),
+            Some(Ok(permissions)) => permissions,
+            Some(Err(error)) => {
+                tracing::error!(%error, turn_id = %turn.id, "a waiting turn's permissions are corrupt");
+                Vec::new()
+            }
+        };
+        let session = match self
+            .store
+            .get_session(&turn.tenant_id, &turn.session_id)
+            .await
+        {
+            Ok(session) => session,
+            Err(error) => {
+                tracing::warn!(%error, turn_id = %turn.id, "the session of a waiting turn is gone");
+                agent_loop::stop_failed(
+                    self,
+                    &turn,
+                    TurnError::new("internal", "the turn's session could not be read"),
+                )
+                .await;
+                return;
+            }
+        };
+        // Another turn of this session ran elsewhere since this process last saw it.
+        self.histories.forget(&turn.session_id);
+        // The claim counted the tenant's turns over every process: its slot here is free.
+        let tenant_slot = self.tenant_limit(&turn.tenant_id).acquire_owned().await;
+        let Ok(tenant_slot) = tenant_slot else {
+            return;
+        };
+        self.spawn_turn(turn, session, permissions, Some((tenant_slot, slot)), true);
     }
 
     async fn heartbeat(self: Arc<Self>) {
@@ -303,6 +389,7 @@ impl Engine {
                     control.stop(reason.clone());
                 }
             }
+            Command::Dispatch => self.dispatch_wake.notify_one(),
         }
     }
 

@@ -82,7 +82,7 @@ pub fn split_input(
 }
 
 /// A tool call of the history still waiting for its answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PendingCall {
     pub id: String,
     pub name: String,

@@ -28,7 +28,7 @@ use crate::model::{
     TenantId, Turn, TurnError, TurnId, TurnStatus, Usage,
 };
 use crate::store::Deltas;
-use crate::store::{RUN_NOT_AWAITING, RunLink, Store, StoreError};
+use crate::store::{Backend, RUN_NOT_AWAITING, RunLink, Store, StoreError};
 
 /// Which run a turn being admitted belongs to.
 #[derive(Debug, Clone, Default)]
@@ -77,7 +77,7 @@ pub fn unscoped_key<'a>(scope: &str, stored: &'a str) -> Option<&'a str> {
 }
 
 /// A client's answer to a server tool call that waited for permission.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Permission {
     pub call: PendingCall,
     pub granted: bool,
@@ -153,6 +153,8 @@ pub struct Engine {
     pub(super) process: ProcessId,
     /// Reads of other processes' commits in flight.
     pub(super) remote_reads: super::cluster::RemoteReads,
+    /// Wakes the dispatcher of turns waiting for any process.
+    pub(super) dispatch_wake: tokio::sync::Notify,
     /// Recently active sessions' histories, read incrementally.
     pub(super) histories: super::histories::Histories,
     pub(super) settings: EngineSettings,
@@ -196,6 +198,7 @@ impl Engine {
             fanout,
             process,
             remote_reads: Default::default(),
+            dispatch_wake: tokio::sync::Notify::new(),
             histories: super::histories::Histories::new(settings.history_cache_kib * 1024),
             global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
             settings,
@@ -370,7 +373,25 @@ impl Engine {
         )
         .await?;
 
-        self.reserve_queue_slot(tenant)?;
+        // Where the turn waits for a slot. With one free here, it is this process's at once.
+        // On PostgreSQL a turn that finds none is left to whichever process frees one first;
+        // on SQLite it waits here (this process is the only one).
+        let start = match self.try_permits(tenant) {
+            Some(permits) => Start::Here(Some(permits)),
+            None if self.store.backend() == Backend::Postgres => {
+                let (tenant_queued, queued) = self.store.count_unclaimed_turns(tenant).await?;
+                if tenant_queued >= self.settings.max_queued_turns_per_tenant as i64
+                    || queued >= self.settings.max_queued_turns as i64
+                {
+                    return Err(EngineError::QueueFull);
+                }
+                Start::Anywhere
+            }
+            None => {
+                self.reserve_queue_slot(tenant)?;
+                Start::Here(None)
+            }
+        };
         let id = TurnId::generate();
         let run_id = match run {
             RunPart::None => None,
@@ -413,12 +434,23 @@ impl Engine {
             .iter()
             .filter_map(InputMessage::to_history)
             .collect();
+        let owner = match start {
+            Start::Here(_) => Some(&self.process),
+            Start::Anywhere => None,
+        };
+        let carried = match (&start, permissions.is_empty()) {
+            (Start::Anywhere, false) => {
+                Some(serde_json::to_value(&permissions).map_err(StoreError::from)?)
+            }
+            _ => None,
+        };
         let inserted = self
             .store
             .insert_turn(
                 tenant,
                 &turn,
-                &self.process,
+                owner,
+                carried.as_ref(),
                 updated.as_ref(),
                 &input,
                 link,
@@ -427,7 +459,9 @@ impl Engine {
             )
             .await;
         if let Err(error) = inserted {
-            self.release_queue_slot(tenant);
+            if let Start::Here(None) = start {
+                self.release_queue_slot(tenant);
+            }
             return match error {
                 // Two requests with one key at the same moment: whichever index refused the
                 // second, it is a retry of the first, which is committed by now.
@@ -452,35 +486,74 @@ impl Engine {
                 other => Err(other.into()),
             };
         }
-        let control = Arc::new(TurnControl::new(*tenant));
-        self.controls
-            .lock()
-            .expect("controls lock")
-            .insert(turn.id, control.clone());
         // Subscribed before the turn can write anything: its follower needs no replay.
         let live = self.fanout.subscribe(tenant, session_id);
-        let engine = self.clone();
-        let job = turn.clone();
         let session = updated.unwrap_or(session);
         if let Some(snapshot) = &snapshot {
             self.histories.admitted(&turn.id, snapshot, &session, input);
         }
-        // Everything the turn's task logs names the turn.
-        let span = tracing::info_span!(
-            "turn",
-            turn_id = %turn.id,
-            session_id = %session_id,
-            tenant_id = %tenant
-        );
-        self.tracker.spawn(
-            async move { engine.execute(job, session, permissions, control).await }
-                .instrument(span),
-        );
+        match start {
+            Start::Here(permits) => {
+                self.spawn_turn(turn.clone(), session, permissions, permits, false);
+            }
+            Start::Anywhere => {
+                tracing::info!(turn_id = %turn.id, "no free slot here: the turn waits for any process");
+                self.dispatch_soon().await;
+            }
+        }
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
         Ok(StartedTurn {
             turn,
             live: Some(live),
         })
+    }
+
+    /// Runs a turn this process owns in the background: with `permits` it has its slot
+    /// already, `claimed` it was started in the database already (taken from the queue).
+    pub(super) fn spawn_turn(
+        self: &Arc<Self>,
+        turn: Turn,
+        session: Session,
+        permissions: Vec<Permission>,
+        permits: Option<Permits>,
+        claimed: bool,
+    ) {
+        let control = Arc::new(TurnControl::new(turn.tenant_id));
+        self.controls
+            .lock()
+            .expect("controls lock")
+            .insert(turn.id, control.clone());
+        // Everything the turn's task logs names the turn.
+        let span = tracing::info_span!(
+            "turn",
+            turn_id = %turn.id,
+            session_id = %turn.session_id,
+            tenant_id = %turn.tenant_id
+        );
+        let engine = self.clone();
+        self.tracker.spawn(
+            async move {
+                engine
+                    .execute(turn, session, permissions, control, permits, claimed)
+                    .await
+            }
+            .instrument(span),
+        );
+    }
+
+    /// A slot of the tenant's and one of this process's, if both are free now.
+    fn try_permits(&self, tenant: &TenantId) -> Option<Permits> {
+        let tenant = self.tenant_limit(tenant).try_acquire_owned().ok()?;
+        let global = self.global.clone().try_acquire_owned().ok()?;
+        Some((tenant, global))
+    }
+
+    /// One of this process's slots, if it takes turns and has one free.
+    pub(super) fn free_slot(&self) -> Option<OwnedSemaphorePermit> {
+        if !self.accepting.load(Ordering::Acquire) {
+            return None;
+        }
+        self.global.clone().try_acquire_owned().ok()
     }
 
     /// The tenant's latest turn a client started with `key` in `scope`, in any session.
@@ -627,7 +700,7 @@ impl Engine {
         }
     }
 
-    fn tenant_limit(&self, tenant: &TenantId) -> Arc<Semaphore> {
+    pub(super) fn tenant_limit(&self, tenant: &TenantId) -> Arc<Semaphore> {
         self.tenants
             .lock()
             .expect("tenant limits lock")
@@ -647,17 +720,25 @@ impl Engine {
         session: Session,
         permissions: Vec<Permission>,
         control: Arc<TurnControl>,
+        held: Option<Permits>,
+        claimed: bool,
     ) {
         let tenant_limit = self.tenant_limit(&turn.tenant_id);
+        let waited_here = held.is_none();
         let permits = tokio::select! {
             biased;
             _ = control.token().cancelled() => None,
             permits = async {
-                let permits = acquire(tenant_limit, self.global.clone()).await?;
-                self.tenant_slot(&turn).await.then_some(permits)
+                let permits = match held {
+                    Some(permits) => permits,
+                    None => acquire(tenant_limit, self.global.clone()).await?,
+                };
+                (claimed || self.tenant_slot(&turn).await).then_some(permits)
             } => permits,
         };
-        self.release_queue_slot(&turn.tenant_id);
+        if waited_here && !claimed {
+            self.release_queue_slot(&turn.tenant_id);
+        }
         match permits {
             Some(_permits) => {
                 let run = agent_loop::run_turn(&self, &turn, &session, &permissions, &control);
@@ -690,6 +771,8 @@ impl Engine {
             .expect("controls lock")
             .remove(&turn.id);
         control.ended.cancel();
+        // A slot is free here: a turn waiting for any process may take it.
+        self.dispatch_wake.notify_one();
     }
 
     /// Waits until the turn's tenant runs fewer turns than its limit over every process
@@ -739,6 +822,16 @@ impl Engine {
                 return;
             }
         };
+        // Those waiting for any process: this one takes them to end them.
+        for turn in &unfinished {
+            if let Ok(true) = self
+                .store
+                .claim_unclaimed_turn(&turn.id, &self.process)
+                .await
+            {
+                agent_loop::stop_unstarted(self, turn, command_reason(&command)).await;
+            }
+        }
         let ended = futures_util::future::join_all(
             unfinished
                 .iter()
@@ -817,6 +910,14 @@ impl Engine {
         let reason = TurnError::new(TurnError::CANCELLED, "the turn was cancelled by the client");
         match self.control(turn_id) {
             Some(control) => control.stop(reason),
+            // Waiting for any process: this one takes it to end it.
+            None if self
+                .store
+                .claim_unclaimed_turn(turn_id, &self.process)
+                .await? =>
+            {
+                agent_loop::stop_unstarted(self, &turn, reason).await;
+            }
             // Another process runs it (or ran it: then the command finds nothing to stop).
             None => {
                 let command = super::cluster::Command::StopTurn {
@@ -904,13 +1005,31 @@ impl Engine {
 const SLOT_POLL_MIN: Duration = Duration::from_millis(20);
 const SLOT_POLL_MAX: Duration = Duration::from_millis(500);
 
-async fn acquire(
-    tenant: Arc<Semaphore>,
-    global: Arc<Semaphore>,
-) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+/// A turn's slots: its tenant's and this process's.
+pub(super) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
+/// Where an admitted turn waits for its slot.
+enum Start {
+    /// On this process, which owns it (holding its slots already, or queued here).
+    Here(Option<Permits>),
+    /// On whichever process frees a slot first (PostgreSQL).
+    Anywhere,
+}
+
+async fn acquire(tenant: Arc<Semaphore>, global: Arc<Semaphore>) -> Option<Permits> {
     let tenant = tenant.acquire_owned().await.ok()?;
     let global = global.acquire_owned().await.ok()?;
     Some((tenant, global))
+}
+
+fn command_reason(command: &super::cluster::Command) -> TurnError {
+    match command {
+        super::cluster::Command::StopTurn { reason, .. }
+        | super::cluster::Command::StopTenant { reason, .. } => reason.clone(),
+        super::cluster::Command::Dispatch => {
+            TurnError::new(TurnError::CANCELLED, "the turn was cancelled")
+        }
+    }
 }
 
 fn not_found(error: StoreError, what: &'static str) -> EngineError {

@@ -115,7 +115,8 @@ impl Engine {
             .insert_turn(
                 &run.tenant_id,
                 &turn,
-                &self.process,
+                Some(&self.process),
+                None,
                 None,
                 &[],
                 RunLink::Cancel(&run.id),

@@ -26,6 +26,16 @@ fn later_sql(db: &Db, param: u8) -> String {
     }
 }
 
+/// Serializes the claims of one tenant's slots over every process.
+const TENANT_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7))";
+
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    #[sqlx(flatten)]
+    turn: TurnRow,
+    permissions: Option<sqlx::types::Json<serde_json::Value>>,
+}
+
 /// A turn whose owner no longer holds a lease, with the owner it was found with.
 #[derive(Debug)]
 pub struct Orphan {
@@ -119,12 +129,14 @@ impl Store {
         Ok(done)
     }
 
-    /// Queued or running turns whose owner holds no lease.
+    /// Queued or running turns whose owner holds no lease (a queued turn no process has
+    /// taken yet is not one: any process may still take it).
     pub async fn list_orphan_turns(&self) -> Result<Vec<Orphan>, StoreError> {
         let sql = format!(
             "SELECT {TURN_COLUMNS}, owner FROM turns \
              WHERE status IN ('queued', 'running') \
              AND (owner IS NULL OR NOT EXISTS (SELECT 1 FROM processes p WHERE p.id = turns.owner)) \
+             AND NOT (owner IS NULL AND status = 'queued') \
              ORDER BY id"
         );
         let rows: Vec<OrphanRow> = with_db!(self, |pool| {
@@ -178,7 +190,7 @@ impl Store {
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7))")
+        sqlx::query(TENANT_LOCK)
             .bind(tenant.to_uuid().to_string())
             .execute(&mut *tx)
             .await?;
@@ -195,5 +207,83 @@ impl Store {
         .rows_affected();
         tx.commit().await?;
         Ok(started == 1)
+    }
+
+    /// Takes the oldest queued turn no process has taken whose tenant runs fewer than
+    /// `limit` turns, and starts it for `me` (PostgreSQL; `None` on SQLite, where every
+    /// turn is its process's from the start). Returns it with the permissions it carries.
+    pub async fn claim_queued_turn(
+        &self,
+        me: &ProcessId,
+        limit: usize,
+    ) -> Result<Option<(Turn, Option<serde_json::Value>)>, StoreError> {
+        let Db::Postgres(pool) = &self.db else {
+            return Ok(None);
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut tx = pool.begin().await?;
+        let candidates: Vec<(TurnId, TenantId)> = sqlx::query_as(
+            "SELECT id, tenant_id FROM turns WHERE status = 'queued' AND owner IS NULL \
+             ORDER BY created_at LIMIT 8 FOR UPDATE SKIP LOCKED",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        for (turn, tenant) in candidates {
+            sqlx::query(TENANT_LOCK)
+                .bind(tenant.to_uuid().to_string())
+                .execute(&mut *tx)
+                .await?;
+            let sql = format!(
+                "UPDATE turns SET status = 'running', owner = $3 WHERE id = $2 \
+                 AND status = 'queued' AND owner IS NULL AND (SELECT COUNT(*) FROM turns \
+                 WHERE tenant_id = $1 AND status = 'running') < $4 \
+                 RETURNING {TURN_COLUMNS}, permissions"
+            );
+            let claimed: Option<ClaimedRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(tenant)
+                .bind(turn)
+                .bind(me)
+                .bind(limit)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if let Some(row) = claimed {
+                tx.commit().await?;
+                return Ok(Some((
+                    Turn::try_from(row.turn)?,
+                    row.permissions.map(|j| j.0),
+                )));
+            }
+        }
+        tx.commit().await?;
+        Ok(None)
+    }
+
+    /// Takes a queued turn no process has taken, to end it (a cancel, a stopped tenant).
+    pub async fn claim_unclaimed_turn(
+        &self,
+        turn: &TurnId,
+        me: &ProcessId,
+    ) -> Result<bool, StoreError> {
+        let done = with_writer!(self, |pool| sqlx::query(
+            "UPDATE turns SET owner = $2 WHERE id = $1 AND status = 'queued' AND owner IS NULL"
+        )
+        .bind(turn)
+        .bind(me)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected()))?;
+        Ok(done == 1)
+    }
+
+    /// How many queued turns no process has taken: the tenant's and in all.
+    pub async fn count_unclaimed_turns(&self, tenant: &TenantId) -> Result<(i64, i64), StoreError> {
+        let counts: (i64, i64) = with_db!(self, |pool| sqlx::query_as(
+            "SELECT COUNT(*) FILTER (WHERE tenant_id = $1), COUNT(*) FROM turns \
+             WHERE status = 'queued' AND owner IS NULL"
+        )
+        .bind(tenant)
+        .fetch_one(pool)
+        .await)?;
+        Ok(counts)
     }
 }

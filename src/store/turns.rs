@@ -79,23 +79,25 @@ pub struct Remembered {
 }
 
 const INSERT_TURN: &str = "INSERT INTO turns (id, tenant_id, session_id, run_id, status, \
-     stream, usage, idempotency_key, request_hash, created_at, owner) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+     stream, usage, idempotency_key, request_hash, created_at, owner, permissions) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
-/// [`INSERT_TURN`], written only if the session is as remembered ($12–$14).
+/// [`INSERT_TURN`], written only if the session is as remembered ($13–$15).
 const INSERT_TURN_IF_REMEMBERED: &str = "INSERT INTO turns (id, tenant_id, session_id, \
-     run_id, status, stream, usage, idempotency_key, request_hash, created_at, owner) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM sessions \
-     WHERE id = $3 AND tenant_id = $2 AND updated_at = $12 \
-     AND COALESCE(compacted_through, -1) = $13 \
-     AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $3) = $14";
+     run_id, status, stream, usage, idempotency_key, request_hash, created_at, owner, \
+     permissions) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM sessions \
+     WHERE id = $3 AND tenant_id = $2 AND updated_at = $13 \
+     AND COALESCE(compacted_through, -1) = $14 \
+     AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $3) = $15";
 
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
 }
 
 impl Store {
-    /// Records a queued turn owned by the process `owner`, the session's new configuration (if the turn changed it), the
+    /// Records a queued turn owned by the process `owner` (none: any process may take it),
+    /// with the answers to permission requests it carries, the session's new configuration (if the turn changed it), the
     /// messages the turn brings and what it does to runs, atomically.
     /// `Conflict("turns_one_active")` when the session already has an active turn;
     /// `Conflict("turns_idempotency")` when the key was used; `Conflict(RUN_NOT_AWAITING)`
@@ -108,7 +110,8 @@ impl Store {
         &self,
         tenant: &TenantId,
         turn: &Turn,
-        owner: &ProcessId,
+        owner: Option<&ProcessId>,
+        permissions: Option<&serde_json::Value>,
         session_update: Option<&Session>,
         input: &[HistoryMessage],
         run: RunLink<'_>,
@@ -134,7 +137,8 @@ impl Store {
                 .bind(&turn.idempotency_key)
                 .bind(&turn.request_hash)
                 .bind(Stamp(turn.created_at))
-                .bind(owner);
+                .bind(owner)
+                .bind(permissions.map(Json));
             if let Some(remembered) = remembered {
                 query = query
                     .bind(Stamp(remembered.updated_at))

@@ -612,3 +612,63 @@ async fn a_tenants_limit_of_concurrent_turns_holds_over_every_process() {
         "the second turn started after the first ended"
     );
 }
+
+#[tokio::test]
+async fn a_turn_that_finds_no_free_slot_starts_on_another_process_with_one() {
+    let Some(cluster) = Cluster::new("").await else {
+        return;
+    };
+    let token = &cluster.token;
+    let one = [("AGENTRY__ENGINE__MAX_CONCURRENT_TURNS", "1")];
+    let a = cluster.start(&one);
+    let b = cluster.start(&one);
+    let busy = a.create_session(token, "slow").await;
+    let waiting = a.create_session(token, "slow").await;
+    let mut long = a.stream_turn(token, &busy, &"k".repeat(60)).await;
+    long.next().await.unwrap();
+
+    // A's one slot is taken: the turn posted to A runs on B, and A streams it.
+    let mut moved = a.stream_turn(token, &waiting, "short").await;
+    let frames = moved.until_turn_stop().await;
+    assert_eq!(frames.last().unwrap().data["stopReason"], "end_turn");
+    let first = long_turn_status(&a, token, &busy, &turn_id(&long)).await;
+    assert_eq!(first, "running", "it did not wait for A's slot");
+    assert_eq!(
+        a.get_json(token, &format!("/sessions/{waiting}/history?type=full"))
+            .await["history"]["full"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // With both slots taken, a turn waits for either; cancelled through B, it ends.
+    let third = b.create_session(token, "slow").await;
+    let mut blocker = b.stream_turn(token, &third, &"k".repeat(60)).await;
+    blocker.next().await.unwrap();
+    let queued = a.stream_turn(token, &waiting, "later").await;
+    let queued_turn = turn_id(&queued);
+    let record = a
+        .get_json(token, &format!("/sessions/{waiting}/turns/{queued_turn}"))
+        .await;
+    assert_eq!(record["status"], "queued", "{record}");
+    let cancelled: Value = reqwest::Client::new()
+        .post(b.url(&format!("/sessions/{waiting}/turns/{queued_turn}/cancel")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let frames = queued.collect().await;
+    assert_eq!(frames.last().unwrap().data["error"]["code"], "cancelled");
+}
+
+async fn long_turn_status(server: &ServerProcess, token: &str, session: &str, turn: &str) -> Value {
+    server
+        .get_json(token, &format!("/sessions/{session}/turns/{turn}"))
+        .await["status"]
+        .clone()
+}
