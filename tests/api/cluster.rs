@@ -109,6 +109,18 @@ async fn follow(
     SseReader::new(response)
 }
 
+/// Cancels a turn through `server` and returns the turn as the cancel answered it.
+async fn cancel(server: &ServerProcess, token: &str, session: &str, turn: &str) -> Value {
+    let reply = reqwest::Client::new()
+        .post(server.url(&format!("/sessions/{session}/turns/{turn}/cancel")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), StatusCode::OK);
+    reply.json().await.unwrap()
+}
+
 /// Ids strictly increasing: nothing twice. (AAP's delta mode sends no frame for some
 /// events, so ids may skip; `replay` proves nothing is missing.)
 fn assert_increasing(frames: &[Frame]) {
@@ -207,14 +219,7 @@ async fn a_cancel_sent_to_another_process_stops_the_turn_where_it_runs() {
     }
 
     let asked = Instant::now();
-    let reply = reqwest::Client::new()
-        .post(b.url(&format!("/sessions/{session}/turns/{turn}/cancel")))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reply.status(), StatusCode::OK);
-    let cancelled: Value = reply.json().await.unwrap();
+    let cancelled = cancel(&b, token, &session, &turn).await;
     assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
     assert!(asked.elapsed() < Duration::from_secs(5));
 
@@ -631,8 +636,10 @@ async fn a_turn_that_finds_no_free_slot_starts_on_another_process_with_one() {
     let mut moved = a.stream_turn(token, &waiting, "short").await;
     let frames = moved.until_turn_stop().await;
     assert_eq!(frames.last().unwrap().data["stopReason"], "end_turn");
-    let first = long_turn_status(&a, token, &busy, &turn_id(&long)).await;
-    assert_eq!(first, "running", "it did not wait for A's slot");
+    let first = a
+        .get_json(token, &format!("/sessions/{busy}/turns/{}", turn_id(&long)))
+        .await;
+    assert_eq!(first["status"], "running", "it did not wait for A's slot");
     assert_eq!(
         a.get_json(token, &format!("/sessions/{waiting}/history?type=full"))
             .await["history"]["full"]
@@ -652,23 +659,8 @@ async fn a_turn_that_finds_no_free_slot_starts_on_another_process_with_one() {
         .get_json(token, &format!("/sessions/{waiting}/turns/{queued_turn}"))
         .await;
     assert_eq!(record["status"], "queued", "{record}");
-    let cancelled: Value = reqwest::Client::new()
-        .post(b.url(&format!("/sessions/{waiting}/turns/{queued_turn}/cancel")))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let cancelled = cancel(&b, token, &waiting, &queued_turn).await;
     assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
     let frames = queued.collect().await;
     assert_eq!(frames.last().unwrap().data["error"]["code"], "cancelled");
-}
-
-async fn long_turn_status(server: &ServerProcess, token: &str, session: &str, turn: &str) -> Value {
-    server
-        .get_json(token, &format!("/sessions/{session}/turns/{turn}"))
-        .await["status"]
-        .clone()
 }
