@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::agent_loop;
 use super::error::EngineError;
-use super::runner::{Engine, Permission};
+use super::runner::{Engine, Permission, TurnControl};
 use crate::model::{SessionId, TenantId, Turn, TurnError, TurnId};
 use crate::store::{Backend, Committed, Deltas, Notice, StoreError};
 
@@ -22,6 +22,8 @@ use crate::store::{Backend, Committed, Deltas, Notice, StoreError};
 const PAGE: i64 = 1000;
 /// How often a process with a free slot looks for turns waiting for any process.
 const DISPATCH_TICK: Duration = Duration::from_millis(500);
+/// Failed reads of another process's commit before its session's streams are ended.
+const REMOTE_READ_RETRIES: u32 = 5;
 /// How long to wait before listening again after the connection failed.
 const RELISTEN: Duration = Duration::from_secs(1);
 
@@ -35,40 +37,65 @@ pub(super) enum Command {
     StopTenant { tenant: TenantId, reason: TurnError },
     /// A turn waits for any process with a free slot.
     Dispatch,
+    /// The session was deleted: its followers' streams end.
+    CloseSession { session: SessionId },
 }
 
 impl Engine {
     /// Registers this process, then ends the turns no living process owns: on SQLite every
     /// turn an earlier run left unfinished, on PostgreSQL those of processes whose lease
     /// expired (a living process's turns go on).
-    pub async fn recover(&self) -> Result<usize, EngineError> {
+    pub async fn recover(self: &Arc<Self>) -> Result<usize, EngineError> {
         let host = hostname();
         self.store
             .insert_process(&self.process, &host, self.lease())
             .await?;
-        let only = (self.store.backend() == Backend::Sqlite).then_some(&self.process);
-        self.store.expire_processes(only).await?;
-        self.end_orphans().await
+        let alone = self.store.backend() == Backend::Sqlite;
+        if !alone {
+            // Renewed from now on: ending many orphans may take longer than a lease.
+            tokio::spawn(self.clone().heartbeat());
+        }
+        self.store.expire_processes(&self.process, alone).await?;
+        self.end_orphans(alone).await
     }
 
     /// Ends the unfinished turns of processes that hold no lease, each by exactly one
-    /// process. Returns how many this process ended.
-    async fn end_orphans(&self) -> Result<usize, EngineError> {
+    /// process (with `unclaimed`, queued turns no process took too). Returns how many this
+    /// process ended.
+    async fn end_orphans(&self, unclaimed: bool) -> Result<usize, EngineError> {
         let mut ended = 0;
-        for orphan in self.store.list_orphan_turns().await? {
+        for orphan in self.store.list_orphan_turns(unclaimed).await? {
+            // This process's own: its heartbeat learns it lost its lease and stops them.
+            if orphan.owner == Some(self.process) {
+                continue;
+            }
+            let turn = &orphan.turn;
             if !self
                 .store
-                .claim_turn(&orphan.turn.id, orphan.owner.as_ref(), &self.process)
+                .claim_turn(&turn.id, orphan.owner.as_ref(), Some(&self.process))
                 .await?
             {
                 continue;
             }
-            tracing::warn!(
-                turn_id = %orphan.turn.id,
-                owner = ?orphan.owner,
-                "ending a turn whose process is gone"
-            );
-            agent_loop::interrupt_orphan(self, &orphan.turn).await?;
+            tracing::warn!(turn_id = %turn.id, owner = ?orphan.owner, "ending a turn whose process is gone");
+            let interrupted = agent_loop::interrupt_orphan(self, turn).await;
+            let done = self
+                .store
+                .get_turn(&turn.tenant_id, &turn.session_id, &turn.id)
+                .await
+                .map(|t| t.status.is_terminal());
+            if !matches!(done, Ok(true)) {
+                // Not ended: give it back, for the next sweep (of any process) to try.
+                if let Err(error) = self
+                    .store
+                    .claim_turn(&turn.id, Some(&self.process), orphan.owner.as_ref())
+                    .await
+                {
+                    tracing::warn!(%error, turn_id = %turn.id, "cannot give back a turn it failed to end");
+                }
+                interrupted?;
+                continue;
+            }
             ended += 1;
         }
         Ok(ended)
@@ -84,7 +111,6 @@ impl Engine {
         if self.store.backend() != Backend::Postgres {
             return;
         }
-        tokio::spawn(self.clone().heartbeat());
         tokio::spawn(self.clone().sweep());
         tokio::spawn(self.clone().listen());
         tokio::spawn(self.clone().dispatch());
@@ -116,7 +142,9 @@ impl Engine {
                     .await;
                 match claimed {
                     Ok(Some((turn, permissions))) => {
-                        self.run_claimed(turn, permissions, slot).await
+                        // Registered at once: a cancel from now on finds it here.
+                        let control = self.register(&turn);
+                        tokio::spawn(self.clone().run_claimed(turn, permissions, slot, control));
                     }
                     Ok(None) => break,
                     Err(error) => {
@@ -130,10 +158,11 @@ impl Engine {
 
     /// Runs a turn taken from the queue (started in the database by the claim).
     async fn run_claimed(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         turn: Turn,
         permissions: Option<serde_json::Value>,
         slot: tokio::sync::OwnedSemaphorePermit,
+        control: Arc<TurnControl>,
     ) {
         tracing::info!(turn_id = %turn.id, "took a turn that waited for any process");
         let permissions: Vec<Permission> = match permissions.map(serde_json::from_value) {
@@ -153,22 +182,27 @@ impl Engine {
             Err(error) => {
                 tracing::warn!(%error, turn_id = %turn.id, "the session of a waiting turn is gone");
                 agent_loop::stop_failed(
-                    self,
+                    &self,
                     &turn,
                     TurnError::new("internal", "the turn's session could not be read"),
                 )
                 .await;
+                self.unregister(&turn.id);
                 return;
             }
         };
         // Another turn of this session ran elsewhere since this process last saw it.
         self.histories.forget(&turn.session_id);
-        // The claim counted the tenant's turns over every process: its slot here is free.
-        let tenant_slot = self.tenant_limit(&turn.tenant_id).acquire_owned().await;
-        let Ok(tenant_slot) = tenant_slot else {
-            return;
-        };
-        self.spawn_turn(turn, session, permissions, Some((tenant_slot, slot)), true);
+        // The claim counted the tenant's turns over every process: no slot of this
+        // process's tenant count is needed.
+        self.spawn_controlled(
+            turn,
+            session,
+            permissions,
+            Some((None, slot)),
+            true,
+            control,
+        );
     }
 
     async fn heartbeat(self: Arc<Self>) {
@@ -181,6 +215,8 @@ impl Engine {
             }
             match self.store.renew_process(&self.process, self.lease()).await {
                 Ok(true) => {}
+                // Shutting down: it unregistered itself.
+                Ok(false) if !self.is_accepting() => return,
                 Ok(false) => self.lost_lease().await,
                 Err(error) => tracing::warn!(%error, "cannot renew this process's lease"),
             }
@@ -218,8 +254,8 @@ impl Engine {
                 _ = tick.tick() => {}
             }
             let swept = async {
-                self.store.expire_processes(None).await?;
-                self.end_orphans().await
+                self.store.expire_processes(&self.process, false).await?;
+                self.end_orphans(false).await
             };
             if let Err(error) = swept.await {
                 tracing::warn!(%error, "cannot sweep for turns of dead processes");
@@ -292,6 +328,7 @@ impl Engine {
 
     async fn read_remote(self: Arc<Self>, first: Committed) {
         let session = first.session;
+        let mut failures = 0;
         loop {
             let wanted = self.remote_reads.lock().expect("remote reads lock")[&session];
             let after = match self.fanout.watched(&session) {
@@ -324,13 +361,23 @@ impl Engine {
                 .await;
             match page {
                 Ok(page) if !page.is_empty() => {
+                    failures = 0;
                     let events: Vec<_> = page.into_iter().map(Arc::new).collect();
                     self.fanout.publish(&session, &events);
                 }
+                // Nothing (more) in the log: the session is gone, or the announced events
+                // were coalesced into ones already sent.
                 Ok(_) => break,
                 Err(error) => {
+                    failures += 1;
                     tracing::warn!(%error, session_id = %session, "cannot read another process's events");
-                    break;
+                    if failures > REMOTE_READ_RETRIES {
+                        // Its followers would wait for events that never come: end their
+                        // streams, so their clients resume from the log.
+                        self.fanout.close(&session);
+                        break;
+                    }
+                    tokio::time::sleep(RELISTEN / 4 * failures).await;
                 }
             }
         }
@@ -364,6 +411,36 @@ impl Engine {
         }
     }
 
+    /// Ends a turn waiting for any process, if none took it yet: `false` if one did.
+    pub(super) async fn end_unclaimed(
+        &self,
+        turn: &Turn,
+        reason: TurnError,
+    ) -> Result<bool, EngineError> {
+        if !self
+            .store
+            .claim_unclaimed_turn(&turn.id, &self.process)
+            .await?
+        {
+            return Ok(false);
+        }
+        agent_loop::stop_unstarted(self, turn, reason).await;
+        let ended = self
+            .store
+            .get_turn(&turn.tenant_id, &turn.session_id, &turn.id)
+            .await?;
+        if !ended.status.is_terminal() {
+            // Not ended: it waits for any process again.
+            self.store
+                .claim_turn(&turn.id, Some(&self.process), None)
+                .await?;
+            return Err(EngineError::Store(StoreError::Corrupt(
+                "the waiting turn could not be ended".into(),
+            )));
+        }
+        Ok(true)
+    }
+
     /// Sends a command to the other processes (nothing on SQLite: there are none).
     pub(super) async fn broadcast(&self, command: &Command) -> Result<(), StoreError> {
         let payload = serde_json::to_string(command)?;
@@ -390,6 +467,7 @@ impl Engine {
                 }
             }
             Command::Dispatch => self.dispatch_wake.notify_one(),
+            Command::CloseSession { session } => self.fanout.close(&session),
         }
     }
 

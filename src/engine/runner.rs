@@ -28,7 +28,7 @@ use crate::model::{
     TenantId, Turn, TurnError, TurnId, TurnStatus, Usage,
 };
 use crate::store::Deltas;
-use crate::store::{Backend, RUN_NOT_AWAITING, RunLink, Store, StoreError};
+use crate::store::{Backend, RUN_NOT_AWAITING, RunLink, SlotClaim, Store, StoreError};
 
 /// Which run a turn being admitted belongs to.
 #[derive(Debug, Clone, Default)]
@@ -492,20 +492,21 @@ impl Engine {
         if let Some(snapshot) = &snapshot {
             self.histories.admitted(&turn.id, snapshot, &session, input);
         }
-        match start {
+        let live = match start {
             Start::Here(permits) => {
                 self.spawn_turn(turn.clone(), session, permissions, permits, false);
+                Some(live)
             }
             Start::Anywhere => {
                 tracing::info!(turn_id = %turn.id, "no free slot here: the turn waits for any process");
                 self.dispatch_soon().await;
+                // Another process may write its first events before this one hears of
+                // them: its followers read the log from the turn's start.
+                None
             }
-        }
+        };
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
-        Ok(StartedTurn {
-            turn,
-            live: Some(live),
-        })
+        Ok(StartedTurn { turn, live })
     }
 
     /// Runs a turn this process owns in the background: with `permits` it has its slot
@@ -518,11 +519,35 @@ impl Engine {
         permits: Option<Permits>,
         claimed: bool,
     ) {
+        let control = self.register(&turn);
+        self.spawn_controlled(turn, session, permissions, permits, claimed, control);
+    }
+
+    /// The turn's off switch, where commands for it find it from now on.
+    pub(super) fn register(&self, turn: &Turn) -> Arc<TurnControl> {
         let control = Arc::new(TurnControl::new(turn.tenant_id));
         self.controls
             .lock()
             .expect("controls lock")
             .insert(turn.id, control.clone());
+        control
+    }
+
+    /// Forgets a registered turn's control (its turn ended without a task).
+    pub(super) fn unregister(&self, turn: &TurnId) {
+        self.controls.lock().expect("controls lock").remove(turn);
+    }
+
+    /// [`Self::spawn_turn`] with a control registered already.
+    pub(super) fn spawn_controlled(
+        self: &Arc<Self>,
+        turn: Turn,
+        session: Session,
+        permissions: Vec<Permission>,
+        permits: Option<Permits>,
+        claimed: bool,
+        control: Arc<TurnControl>,
+    ) {
         // Everything the turn's task logs names the turn.
         let span = tracing::info_span!(
             "turn",
@@ -545,7 +570,7 @@ impl Engine {
     fn try_permits(&self, tenant: &TenantId) -> Option<Permits> {
         let tenant = self.tenant_limit(tenant).try_acquire_owned().ok()?;
         let global = self.global.clone().try_acquire_owned().ok()?;
-        Some((tenant, global))
+        Some((Some(tenant), global))
     }
 
     /// One of this process's slots, if it takes turns and has one free.
@@ -725,22 +750,36 @@ impl Engine {
     ) {
         let tenant_limit = self.tenant_limit(&turn.tenant_id);
         let waited_here = held.is_none();
-        let permits = tokio::select! {
+        let slot = tokio::select! {
             biased;
-            _ = control.token().cancelled() => None,
-            permits = async {
+            _ = control.token().cancelled() => Slot::Stopped,
+            slot = async {
                 let permits = match held {
                     Some(permits) => permits,
-                    None => acquire(tenant_limit, self.global.clone()).await?,
+                    None => match acquire(tenant_limit, self.global.clone()).await {
+                        Some(permits) => permits,
+                        None => return Slot::Failed,
+                    },
                 };
-                (claimed || self.tenant_slot(&turn).await).then_some(permits)
-            } => permits,
+                if claimed {
+                    return Slot::Ready(permits);
+                }
+                match self.tenant_slot(&turn).await {
+                    Some(SlotClaim::Started) => Slot::Ready(permits),
+                    Some(SlotClaim::Gone) => Slot::Gone,
+                    Some(SlotClaim::Full) | None => Slot::Failed,
+                }
+            } => slot,
         };
         if waited_here && !claimed {
             self.release_queue_slot(&turn.tenant_id);
         }
-        match permits {
-            Some(_permits) => {
+        match slot {
+            // Ended elsewhere (another process, or deleted with its session): nothing to do.
+            Slot::Gone => {
+                tracing::info!(turn_id = %turn.id, "the waiting turn ended elsewhere");
+            }
+            Slot::Ready(_permits) => {
                 let run = agent_loop::run_turn(&self, &turn, &session, &permissions, &control);
                 // A bug must not leave a turn without its end: clients wait for turn_stop.
                 if std::panic::AssertUnwindSafe(run)
@@ -757,12 +796,10 @@ impl Engine {
                     .await;
                 }
             }
-            None => {
-                let reason = if control.token().is_cancelled() {
-                    control.reason()
-                } else {
-                    TurnError::new("internal", "the turn could not start: the database failed")
-                };
+            Slot::Stopped => agent_loop::stop_unstarted(&self, &turn, control.reason()).await,
+            Slot::Failed => {
+                let reason =
+                    TurnError::new("internal", "the turn could not start: the database failed");
                 agent_loop::stop_unstarted(&self, &turn, reason).await
             }
         }
@@ -776,9 +813,10 @@ impl Engine {
     }
 
     /// Waits until the turn's tenant runs fewer turns than its limit over every process
-    /// (with one process, its own semaphore already says so), and starts the turn. `false`
-    /// if the database cannot be asked: the turn then ends as failed to start.
-    async fn tenant_slot(&self, turn: &Turn) -> bool {
+    /// (with one process, its own semaphore already says so), and starts the turn; or
+    /// finds it gone. `None` if the database cannot be asked: the turn then ends as failed
+    /// to start.
+    async fn tenant_slot(&self, turn: &Turn) -> Option<SlotClaim> {
         let limit = self.settings.max_concurrent_turns_per_tenant;
         let mut wait = SLOT_POLL_MIN;
         loop {
@@ -787,11 +825,11 @@ impl Engine {
                 .start_turn_within(&turn.tenant_id, &turn.id, limit)
                 .await
             {
-                Ok(true) => return true,
-                Ok(false) => {}
+                Ok(SlotClaim::Full) => {}
+                Ok(claim) => return Some(claim),
                 Err(error) => {
                     tracing::error!(%error, turn_id = %turn.id, "cannot start a turn");
-                    return false;
+                    return None;
                 }
             }
             // Another process's turn of this tenant must end first: its end is not
@@ -824,12 +862,8 @@ impl Engine {
         };
         // Those waiting for any process: this one takes them to end them.
         for turn in &unfinished {
-            if let Ok(true) = self
-                .store
-                .claim_unclaimed_turn(&turn.id, &self.process)
-                .await
-            {
-                agent_loop::stop_unstarted(self, turn, command_reason(&command)).await;
+            if let Err(error) = self.end_unclaimed(turn, command_reason(&command)).await {
+                tracing::warn!(%error, turn_id = %turn.id, "cannot end a waiting turn");
             }
         }
         let ended = futures_util::future::join_all(
@@ -911,13 +945,7 @@ impl Engine {
         match self.control(turn_id) {
             Some(control) => control.stop(reason),
             // Waiting for any process: this one takes it to end it.
-            None if self
-                .store
-                .claim_unclaimed_turn(turn_id, &self.process)
-                .await? =>
-            {
-                agent_loop::stop_unstarted(self, &turn, reason).await;
-            }
+            None if self.end_unclaimed(&turn, reason.clone()).await? => {}
             // Another process runs it (or ran it: then the command finds nothing to stop).
             None => {
                 let command = super::cluster::Command::StopTurn {
@@ -966,6 +994,10 @@ impl Engine {
             .map_err(|e| not_found(e, "session"))?;
         self.histories.forget(session);
         self.fanout.close(session);
+        let command = super::cluster::Command::CloseSession { session: *session };
+        if let Err(error) = self.broadcast(&command).await {
+            tracing::warn!(%error, session_id = %session, "cannot end a deleted session's streams on the other processes");
+        }
         Ok(())
     }
 
@@ -1005,8 +1037,20 @@ impl Engine {
 const SLOT_POLL_MIN: Duration = Duration::from_millis(20);
 const SLOT_POLL_MAX: Duration = Duration::from_millis(500);
 
-/// A turn's slots: its tenant's and this process's.
-pub(super) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+/// A turn's slots: its tenant's on this process (none for a turn taken from the queue,
+/// whose claim counted its tenant's turns over every process) and one of this process's.
+pub(super) type Permits = (Option<OwnedSemaphorePermit>, OwnedSemaphorePermit);
+
+/// What a turn waiting for its slot got.
+enum Slot {
+    Ready(Permits),
+    /// Cancelled (or its tenant stopped) while it waited.
+    Stopped,
+    /// No longer waiting: another process ended it.
+    Gone,
+    /// The database failed.
+    Failed,
+}
 
 /// Where an admitted turn waits for its slot.
 enum Start {
@@ -1019,14 +1063,14 @@ enum Start {
 async fn acquire(tenant: Arc<Semaphore>, global: Arc<Semaphore>) -> Option<Permits> {
     let tenant = tenant.acquire_owned().await.ok()?;
     let global = global.acquire_owned().await.ok()?;
-    Some((tenant, global))
+    Some((Some(tenant), global))
 }
 
 fn command_reason(command: &super::cluster::Command) -> TurnError {
     match command {
         super::cluster::Command::StopTurn { reason, .. }
         | super::cluster::Command::StopTenant { reason, .. } => reason.clone(),
-        super::cluster::Command::Dispatch => {
+        super::cluster::Command::Dispatch | super::cluster::Command::CloseSession { .. } => {
             TurnError::new(TurnError::CANCELLED, "the turn was cancelled")
         }
     }

@@ -438,7 +438,12 @@ macro_rules! append_rest {
                 ids.push_bind(group.turn);
             }
             update.push(")");
-            update.build().execute(&mut *$tx).await?;
+            // A turn starts only while it waits or runs: one another process ended is not
+            // started again (its start and the batch with it are refused).
+            let started = update.build().execute(&mut *$tx).await?.rows_affected();
+            if started < starts.len() as u64 {
+                return Err(StoreError::Stale);
+            }
             for (group, _, at) in &starts {
                 if let Some(run) = &group.run {
                     update_run_status!($tx, &group.tenant, run, started, *at);

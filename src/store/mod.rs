@@ -37,7 +37,7 @@ pub use credentials::LoginCredential;
 pub use events::{AppendGroup, CoalescedDeltas, Deltas};
 pub use files::StoredFile;
 pub use notify::{Committed, Listener, Notice};
-pub use processes::Orphan;
+pub use processes::{Orphan, SlotClaim};
 pub use runs::RunLink;
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;

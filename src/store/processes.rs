@@ -36,6 +36,17 @@ struct ClaimedRow {
     permissions: Option<sqlx::types::Json<serde_json::Value>>,
 }
 
+/// What asking for a tenant's slot found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotClaim {
+    /// The turn runs now.
+    Started,
+    /// The tenant runs as many turns as its limit allows: ask again later.
+    Full,
+    /// The turn is no longer waiting (ended, or deleted with its session).
+    Gone,
+}
+
 /// A turn whose owner no longer holds a lease, with the owner it was found with.
 #[derive(Debug)]
 pub struct Orphan {
@@ -104,43 +115,39 @@ impl Store {
         Ok(())
     }
 
-    /// Forgets the processes whose lease expired (with `all_but`: every process but that
-    /// one, for a database only one process may serve). Their turns become orphans.
-    pub async fn expire_processes(&self, all_but: Option<&ProcessId>) -> Result<u64, StoreError> {
-        let done = match all_but {
-            Some(keep) => with_writer!(self, |pool| sqlx::query(
-                "DELETE FROM processes WHERE id <> $1"
+    /// Forgets the processes other than `me` whose lease expired (with `only`: every
+    /// process but `me`, for a database only one process may serve). Their turns become
+    /// orphans. `me` is never forgotten here: its heartbeat finds out if it was.
+    pub async fn expire_processes(&self, me: &ProcessId, only: bool) -> Result<u64, StoreError> {
+        let sql = if only {
+            "DELETE FROM processes WHERE id <> $1".to_owned()
+        } else {
+            format!(
+                "DELETE FROM processes WHERE expires_at < {} AND id <> $1",
+                now_sql(&self.db)
             )
-            .bind(keep)
+        };
+        let done = with_writer!(self, |pool| sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(me)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected()))?,
-            None => {
-                let sql = format!(
-                    "DELETE FROM processes WHERE expires_at < {}",
-                    now_sql(&self.db)
-                );
-                with_writer!(self, |pool| sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .execute(pool)
-                    .await
-                    .map(|r| r.rows_affected()))?
-            }
-        };
+            .map(|r| r.rows_affected()))?;
         Ok(done)
     }
 
-    /// Queued or running turns whose owner holds no lease (a queued turn no process has
-    /// taken yet is not one: any process may still take it).
-    pub async fn list_orphan_turns(&self) -> Result<Vec<Orphan>, StoreError> {
+    /// Queued or running turns whose owner holds no lease. A queued turn no process has
+    /// taken yet is one only with `unclaimed` (where no process would take it: SQLite).
+    pub async fn list_orphan_turns(&self, unclaimed: bool) -> Result<Vec<Orphan>, StoreError> {
         let sql = format!(
             "SELECT {TURN_COLUMNS}, owner FROM turns \
              WHERE status IN ('queued', 'running') \
              AND (owner IS NULL OR NOT EXISTS (SELECT 1 FROM processes p WHERE p.id = turns.owner)) \
-             AND NOT (owner IS NULL AND status = 'queued') \
+             AND ($1 OR NOT (owner IS NULL AND status = 'queued')) \
              ORDER BY id"
         );
         let rows: Vec<OrphanRow> = with_db!(self, |pool| {
             sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(unclaimed)
                 .fetch_all(pool)
                 .await
         })?;
@@ -154,13 +161,14 @@ impl Store {
             .collect()
     }
 
-    /// Takes an orphan over for `to`, if it is still unfinished and still `from`'s: of
-    /// several processes trying at once, exactly one gets `true`.
+    /// Hands an unfinished turn from `from` to `to` (an orphan taken over, or given back), if
+    /// it is still unfinished and still `from`'s: of several processes trying at once,
+    /// exactly one gets `true`.
     pub async fn claim_turn(
         &self,
         turn: &TurnId,
         from: Option<&ProcessId>,
-        to: &ProcessId,
+        to: Option<&ProcessId>,
     ) -> Result<bool, StoreError> {
         let done = with_writer!(self, |pool| sqlx::query(
             "UPDATE turns SET owner = $3 WHERE id = $1 AND status IN ('queued', 'running') \
@@ -184,9 +192,9 @@ impl Store {
         tenant: &TenantId,
         turn: &TurnId,
         limit: usize,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<SlotClaim, StoreError> {
         let Db::Postgres(pool) = &self.db else {
-            return Ok(true);
+            return Ok(SlotClaim::Started);
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut tx = pool.begin().await?;
@@ -205,8 +213,22 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        let claim = if started == 1 {
+            SlotClaim::Started
+        } else {
+            let status: Option<String> =
+                sqlx::query_scalar("SELECT status FROM turns WHERE tenant_id = $1 AND id = $2")
+                    .bind(tenant)
+                    .bind(turn)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            match status.as_deref() {
+                Some("queued") => SlotClaim::Full,
+                _ => SlotClaim::Gone,
+            }
+        };
         tx.commit().await?;
-        Ok(started == 1)
+        Ok(claim)
     }
 
     /// Takes the oldest queued turn no process has taken whose tenant runs fewer than
@@ -221,40 +243,43 @@ impl Store {
             return Ok(None);
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut tx = pool.begin().await?;
+        // The oldest waiting turns of tenants under their limit now; each is then claimed
+        // in a transaction of its own, under its tenant's lock, if it still qualifies.
         let candidates: Vec<(TurnId, TenantId)> = sqlx::query_as(
-            "SELECT id, tenant_id FROM turns WHERE status = 'queued' AND owner IS NULL \
-             ORDER BY created_at LIMIT 8 FOR UPDATE SKIP LOCKED",
+            "SELECT t.id, t.tenant_id FROM turns t WHERE t.status = 'queued' AND t.owner IS NULL \
+             AND (SELECT COUNT(*) FROM turns r WHERE r.tenant_id = t.tenant_id \
+             AND r.status = 'running') < $1 ORDER BY t.created_at LIMIT 8",
         )
-        .fetch_all(&mut *tx)
+        .bind(limit)
+        .fetch_all(pool)
         .await?;
+        let sql = format!(
+            "UPDATE turns SET status = 'running', owner = $3 WHERE id = $2 \
+             AND status = 'queued' AND owner IS NULL AND (SELECT COUNT(*) FROM turns \
+             WHERE tenant_id = $1 AND status = 'running') < $4 \
+             RETURNING {TURN_COLUMNS}, permissions"
+        );
         for (turn, tenant) in candidates {
+            let mut tx = pool.begin().await?;
             sqlx::query(TENANT_LOCK)
                 .bind(tenant.to_uuid().to_string())
                 .execute(&mut *tx)
                 .await?;
-            let sql = format!(
-                "UPDATE turns SET status = 'running', owner = $3 WHERE id = $2 \
-                 AND status = 'queued' AND owner IS NULL AND (SELECT COUNT(*) FROM turns \
-                 WHERE tenant_id = $1 AND status = 'running') < $4 \
-                 RETURNING {TURN_COLUMNS}, permissions"
-            );
-            let claimed: Option<ClaimedRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            let claimed: Option<ClaimedRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
                 .bind(tenant)
                 .bind(turn)
                 .bind(me)
                 .bind(limit)
                 .fetch_optional(&mut *tx)
                 .await?;
+            tx.commit().await?;
             if let Some(row) = claimed {
-                tx.commit().await?;
                 return Ok(Some((
                     Turn::try_from(row.turn)?,
                     row.permissions.map(|j| j.0),
                 )));
             }
         }
-        tx.commit().await?;
         Ok(None)
     }
 
