@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -118,10 +119,15 @@ impl Engine {
 
     /// Tells every process (this one too) that a turn waits for a free slot.
     pub(super) async fn dispatch_soon(&self) {
-        self.dispatch_wake.notify_one();
+        self.turns_may_wait();
         if let Err(error) = self.broadcast(&Command::Dispatch).await {
             tracing::warn!(%error, "cannot tell the other processes a turn waits");
         }
+    }
+
+    fn turns_may_wait(&self) {
+        self.maybe_waiting.store(true, Ordering::Release);
+        self.dispatch_wake.notify_one();
     }
 
     /// Takes turns waiting for any process while this one has free slots: when told one
@@ -146,7 +152,10 @@ impl Engine {
                         let control = self.register(&turn);
                         tokio::spawn(self.clone().run_claimed(turn, permissions, slot, control));
                     }
-                    Ok(None) => break,
+                    Ok(None) => {
+                        self.maybe_waiting.store(false, Ordering::Release);
+                        break;
+                    }
                     Err(error) => {
                         tracing::warn!(%error, "cannot take a waiting turn");
                         break;
@@ -466,7 +475,7 @@ impl Engine {
                     control.stop(reason.clone());
                 }
             }
-            Command::Dispatch => self.dispatch_wake.notify_one(),
+            Command::Dispatch => self.turns_may_wait(),
             Command::CloseSession { session } => self.fanout.close(&session),
         }
     }

@@ -155,6 +155,9 @@ pub struct Engine {
     pub(super) remote_reads: super::cluster::RemoteReads,
     /// Wakes the dispatcher of turns waiting for any process.
     pub(super) dispatch_wake: tokio::sync::Notify,
+    /// Whether turns may be waiting for any process (set when one is announced, cleared
+    /// when the dispatcher finds none): a turn's end wakes the dispatcher only then.
+    pub(super) maybe_waiting: AtomicBool,
     /// Recently active sessions' histories, read incrementally.
     pub(super) histories: super::histories::Histories,
     pub(super) settings: EngineSettings,
@@ -199,6 +202,7 @@ impl Engine {
             process,
             remote_reads: Default::default(),
             dispatch_wake: tokio::sync::Notify::new(),
+            maybe_waiting: AtomicBool::new(true),
             histories: super::histories::Histories::new(settings.history_cache_kib * 1024),
             global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
             settings,
@@ -809,7 +813,9 @@ impl Engine {
             .remove(&turn.id);
         control.ended.cancel();
         // A slot is free here: a turn waiting for any process may take it.
-        self.dispatch_wake.notify_one();
+        if self.maybe_waiting.load(Ordering::Acquire) {
+            self.dispatch_wake.notify_one();
+        }
     }
 
     /// Waits until the turn's tenant runs fewer turns than its limit over every process

@@ -251,7 +251,10 @@ impl WriterTask {
                 let (append, reply) = accepted.pop().expect("one append");
                 self.forget(&append);
                 tracing::error!(error = %error, turn_id = %append.turn, "event append failed");
-                self.failed_turns.insert(append.turn);
+                // A turn whose stop failed appends nothing more: nothing to refuse later.
+                if !append.events.iter().any(EventData::is_turn_stop) {
+                    self.failed_turns.insert(append.turn);
+                }
                 let _ = reply.send(Err(error));
             }
             Err(_) => {
