@@ -12,6 +12,9 @@ CREATE TABLE processes (
 -- take it. The answers to permission requests it carries, for whichever process runs it.
 ALTER TABLE turns ADD COLUMN owner BLOB;
 ALTER TABLE turns ADD COLUMN permissions TEXT;
+-- Why another process asked the owner to stop the turn; the owner checks at each renewal of
+-- its lease, so a stop whose notification was lost still arrives.
+ALTER TABLE turns ADD COLUMN stop_requested TEXT;
 
 -- A tenant's active turns, counted against its limit over every process.
 CREATE INDEX turns_tenant_active ON turns (tenant_id) WHERE status IN ('queued', 'running');

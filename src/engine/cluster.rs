@@ -223,12 +223,32 @@ impl Engine {
                 _ = tick.tick() => {}
             }
             match self.store.renew_process(&self.process, self.lease()).await {
-                Ok(true) => {}
+                Ok(true) => self.stop_requested().await,
                 // Shutting down: it unregistered itself.
                 Ok(false) if !self.is_accepting() => return,
                 Ok(false) => self.lost_lease().await,
                 Err(error) => tracing::warn!(%error, "cannot renew this process's lease"),
             }
+        }
+    }
+
+    /// Stops the turns other processes asked this one to stop in the database: a stop
+    /// whose notification was lost arrives within a heartbeat.
+    async fn stop_requested(&self) {
+        let requests = match self.store.list_stop_requests(&self.process).await {
+            Ok(requests) => requests,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the stop requests for this process's turns");
+                return;
+            }
+        };
+        for (turn, reason) in requests {
+            let Some(control) = self.control(&turn) else {
+                continue;
+            };
+            let reason = serde_json::from_value(reason)
+                .unwrap_or_else(|_| TurnError::new(TurnError::CANCELLED, "the turn was cancelled"));
+            control.stop(reason);
         }
     }
 

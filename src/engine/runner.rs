@@ -852,6 +852,11 @@ impl Engine {
         for control in self.tenant_controls(tenant) {
             control.stop(reason.clone());
         }
+        // Asked in the database too: an owner that misses the notification finds it there.
+        let stored = serde_json::to_value(&reason).map_err(StoreError::from);
+        if let Err(error) = async { self.store.request_stop(tenant, None, &stored?).await }.await {
+            tracing::warn!(%error, tenant_id = %tenant, "cannot record a stopped tenant's turns");
+        }
         let command = super::cluster::Command::StopTenant {
             tenant: *tenant,
             reason,
@@ -954,6 +959,10 @@ impl Engine {
             None if self.end_unclaimed(&turn, reason.clone()).await? => {}
             // Another process runs it (or ran it: then the command finds nothing to stop).
             None => {
+                let stored = serde_json::to_value(&reason).map_err(StoreError::from)?;
+                self.store
+                    .request_stop(tenant, Some(turn_id), &stored)
+                    .await?;
                 let command = super::cluster::Command::StopTurn {
                     turn: *turn_id,
                     reason,

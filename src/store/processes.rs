@@ -311,4 +311,44 @@ impl Store {
         .await)?;
         Ok(counts)
     }
+
+    /// Asks the owner of an unfinished turn of the tenant (or of all its unfinished turns)
+    /// to stop it, for `reason`.
+    pub async fn request_stop(
+        &self,
+        tenant: &TenantId,
+        turn: Option<&TurnId>,
+        reason: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        with_writer!(self, |pool| sqlx::query(
+            "UPDATE turns SET stop_requested = $3 WHERE tenant_id = $1 \
+             AND ($2 IS NULL OR id = $2) AND status IN ('queued', 'running')"
+        )
+        .bind(tenant)
+        .bind(turn)
+        .bind(sqlx::types::Json(reason))
+        .execute(pool)
+        .await
+        .map(|_| ()))?;
+        Ok(())
+    }
+
+    /// The unfinished turns of `owner` another process asked to stop, with the reasons.
+    pub async fn list_stop_requests(
+        &self,
+        owner: &ProcessId,
+    ) -> Result<Vec<(TurnId, serde_json::Value)>, StoreError> {
+        let rows: Vec<(TurnId, sqlx::types::Json<serde_json::Value>)> =
+            with_db!(self, |pool| sqlx::query_as(
+                "SELECT id, stop_requested FROM turns WHERE owner = $1 \
+                 AND status IN ('queued', 'running') AND stop_requested IS NOT NULL"
+            )
+            .bind(owner)
+            .fetch_all(pool)
+            .await)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, reason)| (id, reason.0))
+            .collect())
+    }
 }

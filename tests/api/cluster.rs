@@ -664,3 +664,36 @@ async fn a_turn_that_finds_no_free_slot_starts_on_another_process_with_one() {
     let frames = queued.collect().await;
     assert_eq!(frames.last().unwrap().data["error"]["code"], "cancelled");
 }
+
+#[tokio::test]
+async fn a_stop_asked_in_the_database_reaches_the_owner_without_its_notification() {
+    let Some(cluster) = Cluster::new("").await else {
+        return;
+    };
+    let token = &cluster.token;
+    let a = cluster.start(&[]);
+    let session = a.create_session(token, "slow").await;
+    let mut on_a = a.stream_turn(token, &session, &"k".repeat(400)).await;
+    let turn = turn_id(&on_a);
+    on_a.next().await.unwrap();
+    // As a cancel through another process records it, with no notification sent.
+    cluster
+        .db
+        .execute(&[format!(
+            "UPDATE turns SET stop_requested = '{{\"code\": \"cancelled\", \"message\": \"asked elsewhere\"}}' \
+             WHERE id = {}",
+            cluster.db.id(&turn)
+        )])
+        .await;
+    let asked = Instant::now();
+    let rest = on_a.until_turn_stop().await;
+    let stop = rest.last().unwrap();
+    assert_eq!(stop.data["error"]["code"], "cancelled", "{stop:?}");
+    assert_eq!(stop.data["error"]["message"], "asked elsewhere");
+    // engine.lease_ms = 1000: renewed (and asked) every 200 ms.
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+}
