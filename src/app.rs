@@ -192,6 +192,7 @@ impl App {
             ActixApp::new()
                 .wrap(http::error_handlers())
                 .wrap(from_fn(http::request_limits))
+                .wrap(from_fn(http::cors::cors))
                 .wrap(TracingLogger::<http::RequestSpan>::new())
                 .wrap(from_fn(http::forwarded::strip_untrusted))
                 .app_data(data.clone())

@@ -221,6 +221,7 @@ impl Settings {
             .bind
             .parse::<SocketAddr>()
             .map_err(|e| ConfigError::new("server.bind", format!("not a socket address: {e}")))?;
+        self.server.validate_origins()?;
         if self.server.max_body_bytes < 1024 {
             return Err(ConfigError::new(
                 "server.max_body_bytes",

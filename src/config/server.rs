@@ -3,9 +3,7 @@
 
 use serde::Deserialize;
 
-use super::IpNet;
-
-use super::Secret;
+use super::{ConfigError, IpNet, Secret};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +19,36 @@ pub struct ServerSettings {
     pub keep_alive_seconds: u64,
     /// Peers whose forwarding headers (`Forwarded`, `X-Forwarded-*`) are believed.
     pub trusted_proxies: Vec<IpNet>,
+    /// Web origins (`scheme://host[:port]`, or `*`) whose pages may call the API.
+    pub cors_allowed_origins: Vec<String>,
+}
+
+impl ServerSettings {
+    /// Each allowed origin is `*` or a bare origin, as a browser sends it in `Origin`.
+    pub(super) fn validate_origins(&self) -> Result<(), ConfigError> {
+        for (i, origin) in self.cors_allowed_origins.iter().enumerate() {
+            if origin == "*" {
+                continue;
+            }
+            let bare = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"))
+                .filter(|host| {
+                    !host.is_empty()
+                        && host.chars().all(|c| {
+                            c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']')
+                        })
+                });
+            if bare.is_none() {
+                return Err(ConfigError::new(
+                    format!("server.cors_allowed_origins[{i}]"),
+                    "must be `*` or an origin such as https://app.example.com (scheme, host \
+                     and port only, lower case, no path)",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

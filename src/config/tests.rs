@@ -32,6 +32,9 @@ fn invalid_values_name_their_key() {
     assert_eq!(err.key, "engine.lease_ms");
     let err = Settings::from_toml("[engine]\nlease_sweep_ms = 0").unwrap_err();
     assert_eq!(err.key, "engine.lease_sweep_ms");
+    let err = Settings::from_toml("[server]\ncors_allowed_origins = [\"https://a.example/app\"]")
+        .unwrap_err();
+    assert_eq!(err.key, "server.cors_allowed_origins[0]");
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod admin;
 mod agentscope;
 mod body;
 mod caller;
+pub mod cors;
 mod cursor;
 mod files;
 pub mod forwarded;

@@ -11,6 +11,7 @@ mod agentscope;
 mod auth;
 mod cluster;
 mod compaction;
+mod cors;
 mod deployment;
 mod errors;
 mod hardening;
