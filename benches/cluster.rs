@@ -484,11 +484,7 @@ fn throughput_task(
                     }
                 }
                 Err(failure) => {
-                    tally.errors.count(failure);
-                    if matches!(failure, Failure::Io) {
-                        // A process that is gone refuses at once: do not spin.
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
+                    tally.errors.failed(failure).await;
                 }
             }
         }

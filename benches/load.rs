@@ -739,11 +739,7 @@ async fn run_mode(
                         }
                     }
                     Err(failure) => {
-                        tally.errors.count(failure);
-                        if matches!(failure, Failure::Io) {
-                            // A server that is gone refuses at once: do not spin.
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
+                        tally.errors.failed(failure).await;
                     }
                 }
             }

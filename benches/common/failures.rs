@@ -43,6 +43,15 @@ pub struct Errors {
 }
 
 impl Errors {
+    /// Counts a failed turn; after a refused connection, waits a little, since a server
+    /// that is gone refuses at once and its client would spin.
+    pub async fn failed(&mut self, failure: Failure) {
+        self.count(failure);
+        if matches!(failure, Failure::Io) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     pub fn count(&mut self, failure: Failure) {
         *match failure {
             Failure::Busy => &mut self.busy,

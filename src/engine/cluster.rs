@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::agent_loop;
 use super::error::EngineError;
 use super::runner::{Engine, Permission, TurnControl};
-use crate::model::{SessionId, TenantId, Turn, TurnError, TurnId};
+use crate::model::{ProcessId, SessionId, TenantId, Turn, TurnError, TurnId};
 use crate::store::{Backend, Committed, Deltas, Notice, StoreError};
 
 /// Events read from the log per query when another process's commit is caught up with.
@@ -80,24 +80,11 @@ impl Engine {
             }
             tracing::warn!(turn_id = %turn.id, owner = ?orphan.owner, "ending a turn whose process is gone");
             let interrupted = agent_loop::interrupt_orphan(self, turn).await;
-            let done = self
-                .store
-                .get_turn(&turn.tenant_id, &turn.session_id, &turn.id)
-                .await
-                .map(|t| t.status.is_terminal());
-            if !matches!(done, Ok(true)) {
-                // Not ended: give it back, for the next sweep (of any process) to try.
-                if let Err(error) = self
-                    .store
-                    .claim_turn(&turn.id, Some(&self.process), orphan.owner.as_ref())
-                    .await
-                {
-                    tracing::warn!(%error, turn_id = %turn.id, "cannot give back a turn it failed to end");
-                }
+            if self.settle(turn, orphan.owner.as_ref()).await {
+                ended += 1;
+            } else {
                 interrupted?;
-                continue;
             }
-            ended += 1;
         }
         Ok(ended)
     }
@@ -106,8 +93,9 @@ impl Engine {
         Duration::from_millis(self.settings.lease_ms)
     }
 
-    /// Starts what keeps this process in the cluster: its lease's heartbeat, the sweep for
-    /// dead processes' turns, and listening to the others. Only on PostgreSQL.
+    /// Starts what keeps this process in the cluster beside its heartbeat (started by
+    /// [`Self::recover`]): the sweep for dead processes' turns, listening to the others, and
+    /// taking turns that wait for any process. Only on PostgreSQL.
     pub fn start_cluster(self: &Arc<Self>) {
         if self.store.backend() != Backend::Postgres {
             return;
@@ -204,7 +192,7 @@ impl Engine {
         self.histories.forget(&turn.session_id);
         // The claim counted the tenant's turns over every process: no slot of this
         // process's tenant count is needed.
-        self.spawn_controlled(
+        self.spawn_turn(
             turn,
             session,
             permissions,
@@ -454,20 +442,33 @@ impl Engine {
             return Ok(false);
         }
         agent_loop::stop_unstarted(self, turn, reason).await;
-        let ended = self
-            .store
-            .get_turn(&turn.tenant_id, &turn.session_id, &turn.id)
-            .await?;
-        if !ended.status.is_terminal() {
-            // Not ended: it waits for any process again.
-            self.store
-                .claim_turn(&turn.id, Some(&self.process), None)
-                .await?;
+        // Not ended: it waits for any process again.
+        if !self.settle(turn, None).await {
             return Err(EngineError::Store(StoreError::Corrupt(
                 "the waiting turn could not be ended".into(),
             )));
         }
         Ok(true)
+    }
+
+    /// After ending a turn this process took: whether the end is durable. If it is not
+    /// (or the database cannot say), the turn goes back to `owner`, for the next try (of
+    /// any process).
+    async fn settle(&self, turn: &Turn, owner: Option<&ProcessId>) -> bool {
+        let ended = self
+            .store
+            .get_turn(&turn.tenant_id, &turn.session_id, &turn.id)
+            .await
+            .is_ok_and(|turn| turn.status.is_terminal());
+        if !ended
+            && let Err(error) = self
+                .store
+                .claim_turn(&turn.id, Some(&self.process), owner)
+                .await
+        {
+            tracing::warn!(%error, turn_id = %turn.id, "cannot give back a turn it failed to end");
+        }
+        ended
     }
 
     /// Sends a command to the other processes (nothing on SQLite: there are none).

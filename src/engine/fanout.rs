@@ -25,6 +25,16 @@ struct Channel {
     last: Option<i64>,
 }
 
+impl Channel {
+    fn watched(&self, session: &SessionId) -> Watched {
+        Watched {
+            tenant: self.tenant,
+            session: *session,
+            last: self.last,
+        }
+    }
+}
+
 /// A session with live subscribers, and the last seq they were sent.
 #[derive(Debug, Clone, Copy)]
 pub struct Watched {
@@ -115,11 +125,9 @@ impl Fanout {
     /// The session's subscribers' place, if it has any.
     pub fn watched(&self, session: &SessionId) -> Option<Watched> {
         let channels = self.channels.lock().expect("fanout lock");
-        channels.get(session).map(|channel| Watched {
-            tenant: channel.tenant,
-            session: *session,
-            last: channel.last,
-        })
+        channels
+            .get(session)
+            .map(|channel| channel.watched(session))
     }
 
     /// Every session with subscribers.
@@ -127,11 +135,7 @@ impl Fanout {
         let channels = self.channels.lock().expect("fanout lock");
         channels
             .iter()
-            .map(|(session, channel)| Watched {
-                tenant: channel.tenant,
-                session: *session,
-                last: channel.last,
-            })
+            .map(|(session, channel)| channel.watched(session))
             .collect()
     }
 

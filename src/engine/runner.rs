@@ -498,7 +498,8 @@ impl Engine {
         }
         let live = match start {
             Start::Here(permits) => {
-                self.spawn_turn(turn.clone(), session, permissions, permits, false);
+                let control = self.register(&turn);
+                self.spawn_turn(turn.clone(), session, permissions, permits, false, control);
                 Some(live)
             }
             Start::Anywhere => {
@@ -511,20 +512,6 @@ impl Engine {
         };
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
         Ok(StartedTurn { turn, live })
-    }
-
-    /// Runs a turn this process owns in the background: with `permits` it has its slot
-    /// already, `claimed` it was started in the database already (taken from the queue).
-    pub(super) fn spawn_turn(
-        self: &Arc<Self>,
-        turn: Turn,
-        session: Session,
-        permissions: Vec<Permission>,
-        permits: Option<Permits>,
-        claimed: bool,
-    ) {
-        let control = self.register(&turn);
-        self.spawn_controlled(turn, session, permissions, permits, claimed, control);
     }
 
     /// The turn's off switch, where commands for it find it from now on.
@@ -542,8 +529,10 @@ impl Engine {
         self.controls.lock().expect("controls lock").remove(turn);
     }
 
-    /// [`Self::spawn_turn`] with a control registered already.
-    pub(super) fn spawn_controlled(
+    /// Runs a turn this process owns, its control registered, in the background: with
+    /// `permits` it has its slot already, `claimed` it was started in the database already
+    /// (taken from the queue).
+    pub(super) fn spawn_turn(
         self: &Arc<Self>,
         turn: Turn,
         session: Session,
@@ -853,13 +842,13 @@ impl Engine {
             control.stop(reason.clone());
         }
         // Asked in the database too: an owner that misses the notification finds it there.
-        let stored = serde_json::to_value(&reason).map_err(StoreError::from);
-        if let Err(error) = async { self.store.request_stop(tenant, None, &stored?).await }.await {
+        let stored = serde_json::to_value(&reason).expect("a turn error serializes");
+        if let Err(error) = self.store.request_stop(tenant, None, &stored).await {
             tracing::warn!(%error, tenant_id = %tenant, "cannot record a stopped tenant's turns");
         }
         let command = super::cluster::Command::StopTenant {
             tenant: *tenant,
-            reason,
+            reason: reason.clone(),
         };
         if let Err(error) = self.broadcast(&command).await {
             tracing::warn!(%error, tenant_id = %tenant, "cannot tell the other processes to stop a tenant's turns");
@@ -873,7 +862,7 @@ impl Engine {
         };
         // Those waiting for any process: this one takes them to end them.
         for turn in &unfinished {
-            if let Err(error) = self.end_unclaimed(turn, command_reason(&command)).await {
+            if let Err(error) = self.end_unclaimed(turn, reason.clone()).await {
                 tracing::warn!(%error, turn_id = %turn.id, "cannot end a waiting turn");
             }
         }
@@ -959,7 +948,7 @@ impl Engine {
             None if self.end_unclaimed(&turn, reason.clone()).await? => {}
             // Another process runs it (or ran it: then the command finds nothing to stop).
             None => {
-                let stored = serde_json::to_value(&reason).map_err(StoreError::from)?;
+                let stored = serde_json::to_value(&reason).expect("a turn error serializes");
                 self.store
                     .request_stop(tenant, Some(turn_id), &stored)
                     .await?;
@@ -1079,16 +1068,6 @@ async fn acquire(tenant: Arc<Semaphore>, global: Arc<Semaphore>) -> Option<Permi
     let tenant = tenant.acquire_owned().await.ok()?;
     let global = global.acquire_owned().await.ok()?;
     Some((Some(tenant), global))
-}
-
-fn command_reason(command: &super::cluster::Command) -> TurnError {
-    match command {
-        super::cluster::Command::StopTurn { reason, .. }
-        | super::cluster::Command::StopTenant { reason, .. } => reason.clone(),
-        super::cluster::Command::Dispatch | super::cluster::Command::CloseSession { .. } => {
-            TurnError::new(TurnError::CANCELLED, "the turn was cancelled")
-        }
-    }
 }
 
 fn not_found(error: StoreError, what: &'static str) -> EngineError {

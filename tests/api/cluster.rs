@@ -10,25 +10,12 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestDb, user};
-use crate::process::{ServerProcess, agentry, run_ok};
+use crate::process::{DEPLOYMENT_ADMIN_SECRET, Deployment, SLOW_AGENT, ServerProcess};
 use crate::scripted::{Reply, ScriptedOpenAi, finish, text, tool_fragment};
 use crate::sse::{Frame, SseReader};
 
-const ADMIN_SECRET: &str = "cluster-admin";
-
-/// A slow agent streams one character every 50 ms: a turn of 60 characters takes 3 s.
-const AGENTS: &str = r#"
-[[agents]]
-name = "slow"
-provider = "echo"
-chunk_size = 1
-delay_ms = 50
-"#;
-
 struct Cluster {
-    db: TestDb,
-    _dir: tempfile::TempDir,
-    config: std::path::PathBuf,
+    deployment: Deployment,
     token: String,
     tenant: String,
 }
@@ -41,45 +28,21 @@ impl Cluster {
             eprintln!("several processes need PostgreSQL: set TEST_POSTGRES_URL");
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("agentry.toml");
-        std::fs::write(&config, format!("{AGENTS}{extra_agents}")).unwrap();
-        let mut cluster = Cluster {
-            db,
-            _dir: dir,
-            config,
-            token: String::new(),
-            tenant: String::new(),
-        };
-        let tenant = run_ok(
-            cluster
-                .command()
-                .args(["admin", "create-tenant", "acme", "--raw"]),
-        );
-        cluster.tenant = tenant.trim().to_owned();
-        let token =
-            run_ok(
-                cluster
-                    .command()
-                    .args(["admin", "issue-token", &cluster.tenant, "--raw"]),
-            );
-        cluster.token = token.trim().to_owned();
-        Some(cluster)
+        let deployment = Deployment::on(db, &format!("{SLOW_AGENT}{extra_agents}"));
+        let (tenant, token) = deployment.tenant_token("acme");
+        Some(Cluster {
+            deployment,
+            token,
+            tenant,
+        })
     }
 
-    fn command(&self) -> std::process::Command {
-        let mut command = agentry(self.db.url());
-        command
-            .arg("--config")
-            .arg(&self.config)
-            .env("AGENTRY__AUTH__ADMIN_SECRET", ADMIN_SECRET);
-        command
+    fn db(&self) -> &TestDb {
+        &self.deployment.db
     }
 
     fn start(&self, env: &[(&str, &str)]) -> ServerProcess {
-        let mut command = self.command();
-        command.envs(env.iter().copied());
-        ServerProcess::start(command)
+        self.deployment.start(env)
     }
 }
 
@@ -254,7 +217,7 @@ async fn a_tenant_suspended_through_another_process_ends_its_turns_there() {
     assert_eq!(suspended.status(), StatusCode::OK);
     // The suspension answers once the turn on A has ended.
     let stop = cluster
-        .db
+        .db()
         .scalar("SELECT status FROM turns ORDER BY created_at DESC LIMIT 1")
         .await;
     assert_ne!(stop, "running");
@@ -267,7 +230,7 @@ async fn a_tenant_suspended_through_another_process_ends_its_turns_there() {
 async fn admin_token(server: &ServerProcess) -> String {
     let reply: Value = reqwest::Client::new()
         .post(server.url("/auth/token"))
-        .json(&json!({"client_id": "admin", "client_secret": ADMIN_SECRET}))
+        .json(&json!({"client_id": "admin", "client_secret": DEPLOYMENT_ADMIN_SECRET}))
         .send()
         .await
         .unwrap()
@@ -360,10 +323,10 @@ async fn a_killed_processs_turn_is_ended_once_by_another_and_its_replacement_lea
     // engine.lease_ms = 1000 and lease_sweep_ms = 200 in these tests.
     assert!(waited < Duration::from_secs(5), "ended after {waited:?}");
     let stops = cluster
-        .db
+        .db()
         .scalar(&format!(
             "SELECT COUNT(*) FROM events WHERE kind = 'turn_stop' AND turn_id = {}",
-            cluster.db.id(&turn)
+            cluster.db().id(&turn)
         ))
         .await;
     assert_eq!(stops, "1", "exactly one terminal event");
@@ -421,16 +384,16 @@ async fn a_rolling_restart_ends_every_turn_once_and_followers_on_the_new_process
             assert_eq!(stop.data["error"]["code"], "interrupted", "{turn}");
         }
         let stops = cluster
-            .db
+            .db()
             .scalar(&format!(
                 "SELECT COUNT(*) FROM events WHERE kind = 'turn_stop' AND turn_id = {}",
-                cluster.db.id(turn)
+                cluster.db().id(turn)
             ))
             .await;
         assert_eq!(stops, "1");
     }
     assert!(old.wait_exit(Duration::from_secs(30)).success());
-    cluster.db.wait_for_no_unfinished_turns().await;
+    cluster.db().wait_for_no_unfinished_turns().await;
     // The new process serves on.
     let session = new.create_session(token, "slow").await;
     let frames = new
@@ -604,12 +567,12 @@ async fn a_tenants_limit_of_concurrent_turns_holds_over_every_process() {
         "end_turn"
     );
     let ordered = cluster
-        .db
+        .db()
         .scalar(&format!(
             "SELECT (SELECT started_at FROM turns WHERE id = {}) >= \
              (SELECT finished_at FROM turns WHERE id = {})",
-            cluster.db.id(&waiting),
-            cluster.db.id(&running)
+            cluster.db().id(&waiting),
+            cluster.db().id(&running)
         ))
         .await;
     assert_eq!(
@@ -678,11 +641,11 @@ async fn a_stop_asked_in_the_database_reaches_the_owner_without_its_notification
     on_a.next().await.unwrap();
     // As a cancel through another process records it, with no notification sent.
     cluster
-        .db
+        .db()
         .execute(&[format!(
             "UPDATE turns SET stop_requested = '{{\"code\": \"cancelled\", \"message\": \"asked elsewhere\"}}' \
              WHERE id = {}",
-            cluster.db.id(&turn)
+            cluster.db().id(&turn)
         )])
         .await;
     let asked = Instant::now();

@@ -5,64 +5,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::helpers::TestDb;
-use crate::process::{ServerProcess, agentry, run_ok};
+use crate::process::{Deployment, SLOW_AGENT, ServerProcess, agentry, run_ok};
 use crate::sse::SseReader;
-
-const SLOW_AGENT: &str = r#"
-[[agents]]
-name = "slow"
-provider = "echo"
-chunk_size = 1
-delay_ms = 50
-"#;
-
-struct Setup {
-    db: TestDb,
-    _dir: tempfile::TempDir,
-    config: std::path::PathBuf,
-}
-
-impl Setup {
-    async fn new() -> Setup {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("agentry.toml");
-        std::fs::write(&config, SLOW_AGENT).unwrap();
-        Setup {
-            db: TestDb::new().await,
-            _dir: dir,
-            config,
-        }
-    }
-
-    fn command(&self) -> std::process::Command {
-        let mut command = agentry(self.db.url());
-        command.arg("--config").arg(&self.config);
-        command
-    }
-
-    fn start(&self, env: &[(&str, &str)]) -> ServerProcess {
-        let mut command = self.command();
-        command.envs(env.iter().copied());
-        ServerProcess::start(command)
-    }
-
-    fn token(&self) -> String {
-        let tenant = run_ok(
-            self.command()
-                .args(["admin", "create-tenant", "lifecycle", "--raw"]),
-        );
-        let token = run_ok(
-            self.command()
-                .args(["admin", "issue-token", tenant.trim(), "--raw"]),
-        );
-        token.trim().to_owned()
-    }
-}
 
 #[tokio::test]
 async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent() {
-    let setup = Setup::new().await;
-    let token = setup.token();
+    let setup = Deployment::new(SLOW_AGENT).await;
+    let (_, token) = setup.tenant_token("lifecycle");
     let server = setup.start(&[]);
     let session = server.create_session(&token, "slow").await;
     let text = "k".repeat(200);
@@ -136,8 +85,8 @@ async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent()
 
 #[tokio::test]
 async fn sigterm_lets_short_turns_finish_and_interrupts_the_rest_after_the_grace_period() {
-    let setup = Setup::new().await;
-    let token = setup.token();
+    let setup = Deployment::new(SLOW_AGENT).await;
+    let (_, token) = setup.tenant_token("lifecycle");
     let server = setup.start(&[("AGENTRY__ENGINE__SHUTDOWN_GRACE_SECONDS", "1")]);
     let short_session = server.create_session(&token, "slow").await;
     let long_session = server.create_session(&token, "slow").await;

@@ -6,9 +6,77 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use crate::helpers::TestDb;
 use crate::sse::SseReader;
 
 pub const BINARY: &str = env!("CARGO_BIN_EXE_agentry");
+
+/// An agent that streams one character every 50 ms: a turn of 60 characters takes 3 s.
+pub const SLOW_AGENT: &str = r#"
+[[agents]]
+name = "slow"
+provider = "echo"
+chunk_size = 1
+delay_ms = 50
+"#;
+
+/// The `auth.admin_secret` of a [`Deployment`]'s processes.
+pub const DEPLOYMENT_ADMIN_SECRET: &str = "deployment-admin";
+
+/// A database and a configuration file that a test's `agentry` commands and servers share.
+pub struct Deployment {
+    pub db: TestDb,
+    _dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+}
+
+impl Deployment {
+    /// On a fresh database, with `config` as the configuration file.
+    pub async fn new(config: &str) -> Deployment {
+        Deployment::on(TestDb::new().await, config)
+    }
+
+    pub fn on(db: TestDb, config: &str) -> Deployment {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentry.toml");
+        std::fs::write(&path, config).unwrap();
+        Deployment {
+            db,
+            _dir: dir,
+            config: path,
+        }
+    }
+
+    pub fn command(&self) -> Command {
+        let mut command = agentry(self.db.url());
+        command
+            .arg("--config")
+            .arg(&self.config)
+            .env("AGENTRY__AUTH__ADMIN_SECRET", DEPLOYMENT_ADMIN_SECRET);
+        command
+    }
+
+    /// `agentry serve` with extra environment.
+    pub fn start(&self, env: &[(&str, &str)]) -> ServerProcess {
+        let mut command = self.command();
+        command.envs(env.iter().copied());
+        ServerProcess::start(command)
+    }
+
+    /// A new tenant, made with the CLI, and a token of it: `(tenant, token)`.
+    pub fn tenant_token(&self, name: &str) -> (String, String) {
+        let tenant = run_ok(
+            self.command()
+                .args(["admin", "create-tenant", name, "--raw"]),
+        );
+        let tenant = tenant.trim().to_owned();
+        let token = run_ok(
+            self.command()
+                .args(["admin", "issue-token", &tenant, "--raw"]),
+        );
+        (tenant, token.trim().to_owned())
+    }
+}
 
 /// A command of the binary with the environment a test controls.
 pub fn agentry(database_url: &str) -> Command {

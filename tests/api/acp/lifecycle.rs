@@ -4,8 +4,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::{acp_user, assert_acp_error, post_raw, reply_of, run, types};
-use crate::helpers::{TestDb, spawn_app};
-use crate::process::{ServerProcess, agentry, run_ok};
+use crate::helpers::spawn_app;
+use crate::process::{Deployment, SLOW_AGENT, ServerProcess};
 
 #[tokio::test]
 async fn a_running_run_is_cancelled_and_then_cannot_be_cancelled_again() {
@@ -70,22 +70,11 @@ async fn a_running_run_is_cancelled_and_then_cannot_be_cancelled_again() {
 
 #[tokio::test]
 async fn a_run_orphaned_by_a_killed_server_ends_failed_as_interrupted_after_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("agentry.toml");
-    std::fs::write(
-        &config,
-        "[[agents]]\nname = \"slow\"\nprovider = \"echo\"\nchunk_size = 1\ndelay_ms = 50\n",
-    )
-    .unwrap();
-    let db = TestDb::new().await;
-    let command = || {
-        let mut command = agentry(db.url());
-        command.arg("--config").arg(&config);
-        command
-    };
-    let tenant = run_ok(command().args(["admin", "create-tenant", "acp", "--raw"]));
-    let token = run_ok(command().args(["admin", "issue-token", tenant.trim(), "--raw"]));
-    let token = token.trim();
+    let deployment = Deployment::new(SLOW_AGENT).await;
+    let db = &deployment.db;
+    let command = || deployment.command();
+    let (tenant, token) = deployment.tenant_token("acp");
+    let token = token.as_str();
     let client = reqwest::Client::new();
     let server = ServerProcess::start(command());
     let started: Value = client
@@ -120,7 +109,7 @@ async fn a_run_orphaned_by_a_killed_server_ends_failed_as_interrupted_after_rest
     let failed = get(&server, format!("/acp/runs/{run_id}")).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     // The engine keeps the run's status in its row: interrupted, which ACP calls failed.
-    let store = agentry::store::Store::connect(&crate::helpers::test_settings(&db, "").database)
+    let store = agentry::store::Store::connect(&crate::helpers::test_settings(db, "").database)
         .await
         .unwrap();
     let run: agentry::model::RunId = format!("run_{}", run_id.replace('-', "")).parse().unwrap();
