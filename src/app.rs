@@ -67,6 +67,7 @@ impl AppState {
             settings.engine.clone(),
             settings.tools.clone(),
             mcp.clone(),
+            settings.quotas.defaults(&settings.engine),
         );
         let auth_cache = AuthCache::new(Duration::from_millis(settings.auth.state_cache_ttl_ms));
         Ok(AppState {
@@ -190,6 +191,7 @@ impl App {
         let data = state.clone();
         let server = HttpServer::new(move || {
             ActixApp::new()
+                .wrap(from_fn(http::ratelimit::rate_limit_headers))
                 .wrap(http::error_handlers())
                 .wrap(from_fn(http::request_limits))
                 .wrap(from_fn(http::cors::cors))

@@ -79,6 +79,15 @@ pub enum AdminCommand {
     },
     /// List tenants, newest first.
     ListTenants,
+    /// Show a tenant's quotas, after setting some: `--set requests_per_minute=600`,
+    /// `--set turns_per_minute=default` (0: unlimited). Serving processes apply the change
+    /// within auth.state_cache_ttl_ms.
+    Quotas {
+        tenant: String,
+        /// `QUOTA=LIMIT` or `QUOTA=default`; repeatable.
+        #[arg(long = "set", value_name = "QUOTA=LIMIT")]
+        set: Vec<String>,
+    },
 }
 
 /// Runs the parsed command; the process exits with the returned code.
@@ -190,6 +199,44 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             } else {
                 print_json(&issued);
             }
+        }
+        AdminCommand::Quotas { tenant, set } => {
+            let tenant = tenant_arg(&tenant)?;
+            state
+                .store
+                .get_tenant(&tenant)
+                .await
+                .map_err(|_| anyhow::anyhow!("tenant {tenant} not found"))?;
+            let mut own = state.store.get_quota_overrides(&tenant).await?;
+            if !set.is_empty() {
+                let mut changes = serde_json::Map::new();
+                for item in &set {
+                    let (name, value) = item.split_once('=').ok_or_else(|| {
+                        anyhow::anyhow!("--set {item}: expected QUOTA=LIMIT or QUOTA=default")
+                    })?;
+                    let value = match value {
+                        "default" => serde_json::Value::Null,
+                        value => {
+                            value
+                                .parse::<u64>()
+                                .map(serde_json::Value::from)
+                                .map_err(|_| {
+                                    anyhow::anyhow!("--set {item}: the limit must be a number")
+                                })?
+                        }
+                    };
+                    changes.insert(name.to_owned(), value);
+                }
+                own.apply(&changes)
+                    .map_err(|e| anyhow::anyhow!("--set {e}"))?;
+                state.store.put_quota_overrides(&tenant, &own).await?;
+            }
+            let defaults = state.settings.quotas.defaults(&state.settings.engine);
+            print_json(&serde_json::json!({
+                "tenant_id": tenant,
+                "quotas": crate::model::Quotas::resolve(&defaults, &own).to_map(),
+                "own": own,
+            }));
         }
         AdminCommand::ListTenants => {
             let mut tenants = Vec::new();

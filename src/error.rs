@@ -7,7 +7,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
-use crate::model::FieldError;
+use crate::model::{FieldError, Quota, QuotaExceeded};
 use crate::store::StoreError;
 
 /// Every error code the API returns, and its HTTP status.
@@ -30,6 +30,7 @@ pub enum ErrorCode {
     RunEnded,
     IdempotencyKeyReused,
     QueueFull,
+    QuotaExceeded,
     TooManyRequests,
     RequestTimeout,
     HeadersTooLarge,
@@ -58,7 +59,9 @@ impl ErrorCode {
             | ErrorCode::RunNotAwaiting
             | ErrorCode::RunEnded => StatusCode::CONFLICT,
             ErrorCode::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorCode::QueueFull | ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::QueueFull | ErrorCode::QuotaExceeded | ErrorCode::TooManyRequests => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -79,6 +82,9 @@ pub struct ApiError {
     pub field: Option<String>,
     /// Seconds after which a retry may succeed (`Retry-After`).
     pub retry_after: Option<u32>,
+    /// The tenant quota that refused the request, named in the body and the RateLimit
+    /// headers.
+    pub quota: Option<QuotaExceeded>,
 }
 
 #[derive(Serialize)]
@@ -92,6 +98,8 @@ struct ErrorObject<'a> {
     message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota: Option<Quota>,
 }
 
 impl ApiError {
@@ -101,6 +109,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             retry_after: None,
+            quota: None,
         }
     }
 
@@ -118,6 +127,16 @@ impl ApiError {
             message,
             field: Some(field),
             retry_after: None,
+            quota: None,
+        }
+    }
+
+    /// A 429 `quota_exceeded` naming the tenant's quota, with `Retry-After`.
+    pub fn quota_exceeded(refusal: QuotaExceeded) -> Self {
+        Self {
+            quota: Some(refusal),
+            ..Self::new(ErrorCode::QuotaExceeded, refusal.to_string())
+                .retry_after(u32::try_from(refusal.retry_after).unwrap_or(u32::MAX))
         }
     }
 
@@ -177,11 +196,15 @@ impl ResponseError for ApiError {
         if let Some(seconds) = self.retry_after {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
+        if let Some(refusal) = &self.quota {
+            crate::http::ratelimit::insert_refusal_headers(&mut response, refusal);
+        }
         response.json(ErrorBody {
             error: ErrorObject {
                 code: self.code,
                 message: &self.message,
                 field: self.field.as_deref(),
+                quota: self.quota.map(|q| q.quota),
             },
         })
     }
@@ -233,6 +256,7 @@ impl From<crate::engine::EngineError> for ApiError {
                 "too many turns are waiting; retry later",
             )
             .retry_after(1),
+            EngineError::QuotaExceeded(refusal) => ApiError::quota_exceeded(refusal),
             EngineError::ShuttingDown => {
                 ApiError::new(ErrorCode::ShuttingDown, "the server is shutting down").retry_after(5)
             }

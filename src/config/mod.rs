@@ -15,6 +15,7 @@ mod mcp;
 mod net;
 mod options;
 mod providers;
+mod quotas;
 mod schema;
 mod secret;
 mod server;
@@ -31,6 +32,7 @@ pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
 pub use net::IpNet;
 pub use options::{OptionKind, OptionSettings};
 pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSettings};
+pub use quotas::QuotaSettings;
 pub use schema::SchemaPartSettings;
 pub use secret::Secret;
 pub use server::{AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings};
@@ -48,6 +50,7 @@ pub struct Settings {
     pub auth: AuthSettings,
     pub secrets: SecretsSettings,
     pub engine: EngineSettings,
+    pub quotas: QuotaSettings,
     pub tools: ToolsSettings,
     pub log: LogSettings,
     pub agentscope: AgentScopeSettings,

@@ -82,6 +82,9 @@ impl<'a> TurnLog<'a> {
 
     /// Ends the turn with its terminal event and waits for it to be durable.
     async fn stop(&mut self, stop_reason: StopReason, error: Option<TurnError>, usage: Usage) {
+        // The tenant's tokens of the day are read again once this turn's usage is durable:
+        // a client that sees the end and starts another turn is held to them.
+        self.engine.quotas.turn_ended(&self.turn.tenant_id);
         self.emit(
             vec![EventData::TurnStop {
                 stop_reason,

@@ -1,6 +1,6 @@
 //! What the engine can refuse, independent of any protocol's error shape.
 
-use crate::model::{FieldError, RunStatus};
+use crate::model::{FieldError, QuotaExceeded, RunStatus};
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +19,8 @@ pub enum EngineError {
     IdempotencyMismatch,
     #[error("too many turns are waiting")]
     QueueFull,
+    #[error("{0}")]
+    QuotaExceeded(QuotaExceeded),
     #[error("the server is shutting down")]
     ShuttingDown,
     #[error("the session's agent is no longer configured")]

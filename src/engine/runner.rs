@@ -24,8 +24,8 @@ use crate::agents::{Agents, SessionConfigRequest};
 use crate::config::{EngineSettings, HistoryType, OptionKind};
 use crate::crypto::SecretBox;
 use crate::model::{
-    Event, HistoryMessage, ProcessId, Run, RunId, RunStatus, Session, SessionId, StreamMode,
-    TenantId, Turn, TurnError, TurnId, TurnStatus, Usage,
+    Event, HistoryMessage, ProcessId, Quota, QuotaExceeded, Run, RunId, RunStatus, Session,
+    SessionId, StreamMode, TenantId, Turn, TurnError, TurnId, TurnStatus, Usage,
 };
 use crate::store::Deltas;
 use crate::store::{Backend, RUN_NOT_AWAITING, RunLink, SlotClaim, Store, StoreError};
@@ -164,7 +164,10 @@ pub struct Engine {
     tracker: TaskTracker,
     controls: Mutex<HashMap<TurnId, Arc<TurnControl>>>,
     global: Arc<Semaphore>,
-    tenants: Mutex<HashMap<TenantId, Arc<Semaphore>>>,
+    /// Each tenant's slots, sized by its concurrent-turn quota when they were made.
+    tenants: Mutex<HashMap<TenantId, (usize, Arc<Semaphore>)>>,
+    /// Per-tenant quotas and the counting of the rate ones.
+    pub(super) quotas: super::quotas::QuotaBook,
     queued: AtomicUsize,
     /// Turns waiting for a slot, per tenant (entries leave at zero).
     queued_by_tenant: Mutex<HashMap<TenantId, usize>>,
@@ -181,6 +184,7 @@ impl Engine {
         settings: EngineSettings,
         tools: crate::config::ToolsSettings,
         mcp: Arc<crate::tools::mcp::McpRegistry>,
+        quotas: crate::model::QuotaOverrides,
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer));
         let process = ProcessId::generate();
@@ -191,6 +195,7 @@ impl Engine {
             settings.max_batch_events,
         );
         Arc::new(Engine {
+            quotas: super::quotas::QuotaBook::new(store.clone(), quotas),
             store,
             agents,
             secrets,
@@ -277,9 +282,17 @@ impl Engine {
         let mut request = request;
         // The session as remembered, checked by the turn's own INSERT. Read again if it
         // moved, or if the request looks wrong for it (answers to calls it may not know).
+        let mut charged = false;
         if let Some(snapshot) = self.histories.snapshot(tenant, session_id) {
             match self
-                .admit_on(tenant, session_id, &mut request, &run, Some(snapshot))
+                .admit_on(
+                    tenant,
+                    session_id,
+                    &mut request,
+                    &run,
+                    Some(snapshot),
+                    &mut charged,
+                )
                 .await
             {
                 Err(EngineError::Store(StoreError::Stale) | EngineError::Invalid(_)) => {
@@ -288,7 +301,7 @@ impl Engine {
                 admitted => return admitted,
             }
         }
-        self.admit_on(tenant, session_id, &mut request, &run, None)
+        self.admit_on(tenant, session_id, &mut request, &run, None, &mut charged)
             .await
     }
 
@@ -301,6 +314,7 @@ impl Engine {
         request: &mut TurnRequest,
         run: &RunPart,
         snapshot: Option<Snapshot>,
+        charged: &mut bool,
     ) -> Result<StartedTurn, EngineError> {
         let session = match &snapshot {
             Some(snapshot) => snapshot.session.clone(),
@@ -376,6 +390,13 @@ impl Engine {
             &mut request.messages,
         )
         .await?;
+        // A valid new turn counts against the tenant's quotas once, however many attempts
+        // its admission takes.
+        if !*charged {
+            self.quotas.check_tokens(tenant).await?;
+            self.quotas.charge(tenant, Quota::TurnsPerMinute).await?;
+            *charged = true;
+        }
 
         // Where the turn waits for a slot. With one free here, it is this process's at once.
         // On PostgreSQL a turn that finds none is left to whichever process frees one first;
@@ -384,9 +405,8 @@ impl Engine {
             Some(permits) => Start::Here(Some(permits)),
             None if self.store.backend() == Backend::Postgres => {
                 let (tenant_queued, queued) = self.store.count_unclaimed_turns(tenant).await?;
-                if tenant_queued >= self.settings.max_queued_turns_per_tenant as i64
-                    || queued >= self.settings.max_queued_turns as i64
-                {
+                self.check_tenant_queue(tenant, tenant_queued.max(0) as u64)?;
+                if queued >= self.settings.max_queued_turns as i64 {
                     return Err(EngineError::QueueFull);
                 }
                 Start::Anywhere
@@ -695,9 +715,7 @@ impl Engine {
         let max = self.settings.max_queued_turns;
         let mut by_tenant = self.queued_by_tenant.lock().expect("queue lock");
         let mine = by_tenant.get(tenant).copied().unwrap_or(0);
-        if mine >= self.settings.max_queued_turns_per_tenant {
-            return Err(EngineError::QueueFull);
-        }
+        self.check_tenant_queue(tenant, mine as u64)?;
         self.queued
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
@@ -705,6 +723,28 @@ impl Engine {
             .map_err(|_| EngineError::QueueFull)?;
         by_tenant.insert(*tenant, mine + 1);
         Ok(())
+    }
+
+    /// Refuses a turn that would wait beyond the tenant's queued-turn quota (named by its
+    /// concurrent-turn quota when the tenant may queue none).
+    fn check_tenant_queue(&self, tenant: &TenantId, waiting: u64) -> Result<(), EngineError> {
+        let quotas = self.quotas.of(tenant);
+        let allowed = quotas.limit(Quota::QueuedTurns).unwrap_or(0);
+        if waiting < allowed {
+            return Ok(());
+        }
+        let (quota, limit) = match allowed {
+            0 => (
+                Quota::ConcurrentTurns,
+                quotas.limit(Quota::ConcurrentTurns).unwrap_or(0),
+            ),
+            _ => (Quota::QueuedTurns, allowed),
+        };
+        Err(EngineError::QuotaExceeded(QuotaExceeded {
+            quota,
+            limit,
+            retry_after: 1,
+        }))
     }
 
     fn release_queue_slot(&self, tenant: &TenantId) {
@@ -718,17 +758,29 @@ impl Engine {
         }
     }
 
+    /// The tenant's slots in this process. A changed quota makes new slots: turns holding
+    /// the old ones finish, new turns count against the new size.
     pub(super) fn tenant_limit(&self, tenant: &TenantId) -> Arc<Semaphore> {
-        self.tenants
-            .lock()
-            .expect("tenant limits lock")
-            .entry(*tenant)
-            .or_insert_with(|| {
-                Arc::new(Semaphore::new(
-                    self.settings.max_concurrent_turns_per_tenant,
-                ))
+        let size = self.concurrent_quota(tenant);
+        let mut tenants = self.tenants.lock().expect("tenant limits lock");
+        match tenants.get(tenant) {
+            Some((made_for, slots)) if *made_for == size => slots.clone(),
+            _ => {
+                let slots = Arc::new(Semaphore::new(size));
+                tenants.insert(*tenant, (size, slots.clone()));
+                slots
+            }
+        }
+    }
+
+    /// The tenant's concurrent-turn quota.
+    pub(super) fn concurrent_quota(&self, tenant: &TenantId) -> usize {
+        self.quotas
+            .of(tenant)
+            .limit(Quota::ConcurrentTurns)
+            .map_or(usize::MAX >> 4, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX >> 4)
             })
-            .clone()
     }
 
     /// Waits for a slot (tenant first, then global), then runs the turn to its end.
@@ -812,7 +864,7 @@ impl Engine {
     /// finds it gone. `None` if the database cannot be asked: the turn then ends as failed
     /// to start.
     async fn tenant_slot(&self, turn: &Turn) -> Option<SlotClaim> {
-        let limit = self.settings.max_concurrent_turns_per_tenant;
+        let limit = self.concurrent_quota(&turn.tenant_id);
         let mut wait = SLOT_POLL_MIN;
         loop {
             match self
@@ -1030,6 +1082,11 @@ impl Engine {
         self.writer.flush().await;
         self.leave().await;
         self.shutdown.cancel();
+    }
+
+    /// Per-tenant quotas, and the counting of the rate ones.
+    pub fn quotas(&self) -> &super::quotas::QuotaBook {
+        &self.quotas
     }
 
     pub fn is_accepting(&self) -> bool {

@@ -10,7 +10,8 @@ use crate::agents::SessionConfigRequest;
 use crate::config::HistoryType;
 use crate::crypto::SecretBox;
 use crate::model::{
-    FieldError, HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec,
+    FieldError, HistoryMessage, Quota, QuotaExceeded, ServerToolRef, Session, SessionId, TenantId,
+    ToolSpec,
 };
 use crate::store::StoreError;
 
@@ -268,7 +269,19 @@ impl Engine {
             created_at: now,
             updated_at: now,
         };
-        self.store.insert_session(tenant, &session, &seed).await?;
+        let max = self.quotas.of(tenant).limit(Quota::StoredSessions);
+        if !self
+            .store
+            .insert_session(tenant, &session, &seed, max)
+            .await?
+        {
+            return Err(EngineError::QuotaExceeded(QuotaExceeded {
+                quota: Quota::StoredSessions,
+                limit: max.unwrap_or(0),
+                // Nothing frees a place by itself: a hint, not a promise.
+                retry_after: 60,
+            }));
+        }
         Ok(session)
     }
 }

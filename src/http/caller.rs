@@ -9,7 +9,8 @@ use tracing_actix_web::RootSpan;
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
-use crate::model::TenantId;
+use crate::http::ratelimit::QuotaHolder;
+use crate::model::{Quota, TenantId};
 use crate::store::AuthState;
 
 /// A caller holding a valid token of an active tenant.
@@ -72,7 +73,7 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Princip
             .auth_state(&state.store, tenant_id, jti, credential.as_ref())
             .await?
         {
-            AuthState::Active => {}
+            AuthState::Active(own) => state.engine.quotas().observe(tenant_id, own),
             AuthState::Suspended => {
                 return Err(ApiError::new(
                     ErrorCode::TenantSuspended,
@@ -96,7 +97,15 @@ impl FromRequest for TenantAuth {
         Box::pin(async move {
             let state = state_of(&req);
             match authenticate(&state, &req).await? {
-                Principal::Tenant { tenant_id, .. } => Ok(TenantAuth { tenant_id }),
+                Principal::Tenant { tenant_id, .. } => {
+                    req.extensions_mut().insert(QuotaHolder(tenant_id));
+                    state
+                        .engine
+                        .quotas()
+                        .charge(&tenant_id, Quota::RequestsPerMinute)
+                        .await?;
+                    Ok(TenantAuth { tenant_id })
+                }
                 Principal::Admin => Err(ApiError::new(
                     ErrorCode::Forbidden,
                     "this route takes a tenant token, not an admin token",

@@ -14,6 +14,7 @@ mod limits;
 mod login;
 mod ops;
 mod pagination;
+pub mod ratelimit;
 mod sse;
 
 use actix_web::body::{BoxBody, MessageBody};
@@ -77,6 +78,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .service(
                     web::resource("/tenants/{tenant_id}/tokens/{jti}")
                         .delete(admin::tokens::revoke_token),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/quotas")
+                        .get(admin::quotas::get_quotas)
+                        .patch(admin::quotas::update_quotas),
                 )
                 .service(web::resource("/tenants/{tenant_id}/usage").get(admin::usage::get_usage)),
         )

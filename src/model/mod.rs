@@ -7,6 +7,7 @@ mod history;
 mod ids;
 mod message;
 mod nul;
+mod quota;
 mod run;
 mod session;
 mod tenant;
@@ -24,6 +25,7 @@ pub use ids::{
 };
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use nul::{NUL_REPLACEMENT, check_no_nul, holds_nul, scrub_nul};
+pub use quota::{Quota, QuotaExceeded, QuotaOverrides, QuotaStanding, Quotas};
 pub use run::{Run, RunStatus};
 pub use session::{ServerToolRef, Session, ToolSpec};
 pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};

@@ -25,6 +25,7 @@ mod migrate;
 mod notes;
 mod notify;
 mod processes;
+mod quotas;
 mod runs;
 mod sessions;
 mod stamp;

@@ -233,7 +233,8 @@ impl Store {
 
     /// Takes the oldest queued turn no process has taken whose tenant runs fewer than
     /// `limit` turns, and starts it for `me` (PostgreSQL; `None` on SQLite, where every
-    /// turn is its process's from the start). Returns it with the permissions it carries.
+    /// turn is its process's from the start), each tenant held to its own concurrent-turn
+    /// quota, or `limit` without one. Returns it with the permissions it carries.
     pub async fn claim_queued_turn(
         &self,
         me: &ProcessId,
@@ -248,7 +249,8 @@ impl Store {
         let candidates: Vec<(TurnId, TenantId)> = sqlx::query_as(
             "SELECT t.id, t.tenant_id FROM turns t WHERE t.status = 'queued' AND t.owner IS NULL \
              AND (SELECT COUNT(*) FROM turns r WHERE r.tenant_id = t.tenant_id \
-             AND r.status = 'running') < $1 ORDER BY t.created_at LIMIT 8",
+             AND r.status = 'running') < COALESCE((SELECT q.concurrent_turns FROM tenant_quotas q \
+             WHERE q.tenant_id = t.tenant_id), $1) ORDER BY t.created_at LIMIT 8",
         )
         .bind(limit)
         .fetch_all(pool)
@@ -256,7 +258,8 @@ impl Store {
         let sql = format!(
             "UPDATE turns SET status = 'running', owner = $3 WHERE id = $2 \
              AND status = 'queued' AND owner IS NULL AND (SELECT COUNT(*) FROM turns \
-             WHERE tenant_id = $1 AND status = 'running') < $4 \
+             WHERE tenant_id = $1 AND status = 'running') < COALESCE((SELECT q.concurrent_turns \
+             FROM tenant_quotas q WHERE q.tenant_id = $1), $4) \
              RETURNING {TURN_COLUMNS}, permissions"
         );
         for (turn, tenant) in candidates {

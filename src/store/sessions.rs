@@ -45,15 +45,36 @@ const SESSION_COLUMNS: &str = "id, tenant_id, agent, server_tools, options, seal
                                client_tools, alias, created_at, updated_at";
 
 impl Store {
-    /// Records a new session and its seed messages atomically.
+    /// Records a new session and its seed messages atomically, unless the tenant already
+    /// keeps `max_sessions` sessions (`false`).
     pub async fn insert_session(
         &self,
         tenant: &TenantId,
         session: &Session,
         seed: &[HistoryMessage],
-    ) -> Result<(), StoreError> {
+        max_sessions: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        let postgres = matches!(self.db, super::Db::Postgres(_));
         with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
+            if let Some(max) = max_sessions {
+                if postgres {
+                    // Two processes creating the tenant's last allowed session take turns.
+                    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 8))")
+                        .bind(tenant.to_uuid().to_string())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let count: i64 =
+                    sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE tenant_id = $1")
+                        .bind(tenant)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                if count as u64 >= max {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+            }
             sqlx::query(
                 "INSERT INTO sessions (id, tenant_id, agent, server_tools, options, \
                  sealed_options, client_tools, alias, created_at, updated_at) \
@@ -84,7 +105,7 @@ impl Store {
             }
             tx.commit().await
         })?;
-        Ok(())
+        Ok(true)
     }
 
     pub async fn get_session(

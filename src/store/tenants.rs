@@ -1,8 +1,9 @@
 //! Tenants, and the per-request check of a tenant token against stored state.
 
 use super::Stamp;
+use super::quotas::{QUOTA_COLUMNS, QuotaRow};
 use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
-use crate::model::{CredentialId, Tenant, TenantId, TenantStatus, TokenId};
+use crate::model::{CredentialId, QuotaOverrides, Tenant, TenantId, TenantStatus, TokenId};
 
 #[derive(sqlx::FromRow)]
 struct TenantRow {
@@ -28,7 +29,8 @@ impl TryFrom<TenantRow> for Tenant {
 /// What a tenant token's holder may do, as the store sees it right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthState {
-    Active,
+    /// With the tenant's own quota values, read in the same statement.
+    Active(QuotaOverrides),
     Suspended,
     /// The tenant, the token or the credential that obtained it is gone or revoked.
     Revoked,
@@ -39,6 +41,8 @@ struct AuthRow {
     status: String,
     revoked: bool,
     credential_ok: bool,
+    #[sqlx(flatten)]
+    quotas: QuotaRow,
 }
 
 impl Store {
@@ -134,14 +138,15 @@ impl Store {
         credential: Option<&CredentialId>,
     ) -> Result<AuthState, StoreError> {
         let row: Option<AuthRow> = with_db!(self, |pool| {
-            sqlx::query_as(
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT t.status, \
                    EXISTS (SELECT 1 FROM api_tokens k WHERE k.id = $2 AND k.tenant_id = t.id \
                            AND k.revoked_at IS NOT NULL) AS revoked, \
                    ($3 IS NULL OR EXISTS (SELECT 1 FROM credentials c \
-                           WHERE c.id = $3 AND c.tenant_id = t.id)) AS credential_ok \
-                 FROM tenants t WHERE t.id = $1",
-            )
+                           WHERE c.id = $3 AND c.tenant_id = t.id)) AS credential_ok, \
+                   {QUOTA_COLUMNS} \
+                 FROM tenants t LEFT JOIN tenant_quotas q ON q.tenant_id = t.id WHERE t.id = $1",
+            )))
             .bind(tenant)
             .bind(jti)
             .bind(credential.copied())
@@ -152,7 +157,7 @@ impl Store {
             None => AuthState::Revoked,
             Some(row) if row.revoked || !row.credential_ok => AuthState::Revoked,
             Some(row) if row.status == TenantStatus::Suspended.as_str() => AuthState::Suspended,
-            Some(_) => AuthState::Active,
+            Some(row) => AuthState::Active(row.quotas.into()),
         })
     }
 }

@@ -29,6 +29,7 @@ mod provider_urls;
 mod providers;
 mod queueing;
 mod quickstart;
+mod quotas;
 mod round_trips;
 mod secrets;
 mod sessions;

@@ -39,11 +39,13 @@ async fn a_tenant_over_its_share_of_the_queue_is_refused_while_others_still_queu
         "{}",
         refused.text
     );
+    // The tenant's share of the queue is its queued-turn quota.
     assert_eq!(
-        refused.body["data"]["code"], "queue_full",
+        refused.body["data"]["code"], "quota_exceeded",
         "{}",
         refused.text
     );
+    assert_eq!(refused.body["data"]["quota"], "queued_turns");
     // Another tenant still queues: the greedy one holds only its share.
     let queued = run(&app, &other, slow("mine")).await;
     assert_eq!(queued.status, StatusCode::ACCEPTED, "{}", queued.text);

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::wire::ErrorObject;
 use crate::engine::EngineError;
 use crate::error::ApiError;
-use crate::model::FieldError;
+use crate::model::{FieldError, QuotaExceeded};
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +19,8 @@ pub struct AcpError {
     pub status: StatusCode,
     pub message: String,
     pub data: Option<Value>,
+    /// A tenant quota's refusal: `Retry-After` and the RateLimit headers.
+    pub refusal: Option<QuotaExceeded>,
 }
 
 /// The reference's code for an HTTP status.
@@ -36,6 +38,7 @@ impl AcpError {
             status,
             message: message.into(),
             data: None,
+            refusal: None,
         }
     }
 
@@ -46,6 +49,7 @@ impl AcpError {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             message: format!("{field}: {}", message.into()),
             data: Some(json!({"code": "invalid_request", "field": field})),
+            refusal: None,
         }
     }
 
@@ -59,6 +63,7 @@ impl AcpError {
             status: StatusCode::FORBIDDEN,
             message: message.into(),
             data: Some(json!({"code": code})),
+            refusal: None,
         }
     }
 
@@ -81,6 +86,10 @@ impl ResponseError for AcpError {
         if self.status == StatusCode::UNAUTHORIZED {
             response.insert_header(("WWW-Authenticate", "Bearer"));
         }
+        if let Some(refusal) = &self.refusal {
+            response.insert_header(("Retry-After", refusal.retry_after.to_string()));
+            crate::http::ratelimit::insert_refusal_headers(&mut response, refusal);
+        }
         response.json(self.body())
     }
 }
@@ -92,10 +101,14 @@ impl From<ApiError> for AcpError {
         if let Some(field) = &error.field {
             data["field"] = json!(field);
         }
+        if let Some(refusal) = &error.quota {
+            data["quota"] = json!(refusal.quota);
+        }
         Self {
             status,
             message: error.message,
             data: Some(data),
+            refusal: error.quota,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The admin API: tenants, their credentials and API keys. Every handler takes `AdminAuth`.
 
 pub mod credentials;
+pub mod quotas;
 pub mod tenants;
 pub mod tokens;
 pub mod usage;

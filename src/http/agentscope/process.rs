@@ -58,6 +58,8 @@ impl Answer {
     /// reference answers), the error body otherwise.
     fn refuse(self, error: ApiError) -> HttpResponse {
         match self {
+            // A quota's refusal is the transport's: 429 with its headers on either answer.
+            _ if error.quota.is_some() => error.error_response(),
             Answer::Json => error.error_response(),
             Answer::Stream => {
                 let code = serde_json::to_value(error.code)
