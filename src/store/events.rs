@@ -10,10 +10,11 @@ use super::Stamp;
 use super::notify::{event_payloads, notify_events};
 use super::runs::update_run_status;
 use super::turns::APPEND_HISTORY;
+use super::webhooks::{ENQUEUE_WEBHOOKS, turn_event_data};
 use super::{Db, Store, StoreError, with_db};
 use crate::model::{
-    Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, TenantId, TurnId,
-    TurnStatus,
+    Event, EventData, HistoryMessage, MessageId, ProcessId, RunId, RunStatus, SessionId, TenantId,
+    TurnId, TurnStatus, WebhookEvent,
 };
 
 /// What one turn appends at once: events (seq already assigned), the deltas its
@@ -269,13 +270,16 @@ impl Store {
     /// Appends every group in one transaction: the events (multi-row inserts), coalesced
     /// deltas in place of the single deltas stored before, the history messages, and the
     /// turn state that `turn_start` / `turn_stop` imply. On PostgreSQL the commit also
-    /// tells the other processes which sessions have new events, from `origin`.
+    /// tells the other processes which sessions have new events, from `origin`. A turn's
+    /// stop queues its webhook deliveries in the same transaction (one `INSERT … SELECT`
+    /// over the tenant's endpoints); returns how many were queued.
     pub async fn append_events(
         &self,
         groups: &[AppendGroup],
         origin: &ProcessId,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         let rows = new_rows(groups);
+        let mut enqueued = 0;
         match &self.db {
             Db::Sqlite(pools) => {
                 let mut tx = pools.write.begin().await?;
@@ -292,7 +296,7 @@ impl Store {
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
-                append_rest!(tx, groups, Sqlite);
+                append_rest!(tx, groups, Sqlite, enqueued);
                 tx.commit().await?;
             }
             Db::Postgres(pool) => {
@@ -311,12 +315,12 @@ impl Store {
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
-                append_rest!(tx, groups, sqlx::Postgres);
+                append_rest!(tx, groups, sqlx::Postgres, enqueued);
                 notify_events(&mut tx, &event_payloads(origin, groups)).await?;
                 tx.commit().await?;
             }
         }
-        Ok(())
+        Ok(enqueued)
     }
 
     /// The session's events after `after`, in order, from up to `limit` stored rows (a
@@ -377,7 +381,7 @@ impl Store {
 
 /// The history rows and turn updates of an append, on either backend's transaction.
 macro_rules! append_rest {
-    ($tx:ident, $groups:expr, $db:ty) => {
+    ($tx:ident, $groups:expr, $db:ty, $enqueued:ident) => {
         for group in $groups {
             let Some(first) = group.events.first() else {
                 continue;
@@ -485,9 +489,37 @@ macro_rules! append_rest {
             if stopped.rows_affected() == 0 {
                 return Err(StoreError::Stale);
             }
+            let event = WebhookEvent::of_stop(*stop_reason, error.as_ref());
+            let data = turn_event_data(group, status.as_str(), data, *at);
+            $enqueued += sqlx::query(ENQUEUE_WEBHOOKS)
+                .bind(MessageId::generate())
+                .bind(event.as_str())
+                .bind(&data)
+                .bind(Stamp(*at))
+                .bind(group.session)
+                .bind(group.tenant)
+                .bind(event.bit())
+                .execute(&mut *$tx)
+                .await?
+                .rows_affected();
             if let Some(run) = &group.run {
                 let status = RunStatus::after_stop(*stop_reason, error.as_ref());
                 update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());
+                let event = WebhookEvent::RunStatusChanged;
+                let mut data: serde_json::Value = serde_json::from_str(&data)?;
+                data["status"] = serde_json::json!(status.as_str());
+                data["turn_status"] = serde_json::json!(TurnStatus::after_stop(*stop_reason, error.as_ref()).as_str());
+                $enqueued += sqlx::query(ENQUEUE_WEBHOOKS)
+                    .bind(MessageId::generate())
+                    .bind(event.as_str())
+                    .bind(data.to_string())
+                    .bind(Stamp(*at))
+                    .bind(group.session)
+                    .bind(group.tenant)
+                    .bind(event.bit())
+                    .execute(&mut *$tx)
+                    .await?
+                    .rows_affected();
             }
         }
     };

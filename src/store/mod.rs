@@ -31,6 +31,7 @@ mod stamp;
 mod tenants;
 mod tokens;
 mod turns;
+mod webhooks;
 
 pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
@@ -42,6 +43,7 @@ pub use runs::RunLink;
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
 pub use turns::{Remembered, UsageTotals};
+pub use webhooks::{AttemptOutcome, EndpointChange, Outbound, SealedSecrets};
 
 /// Runs a read with `$pool` bound to the configured pool: the same SQL on both backends.
 macro_rules! with_db {

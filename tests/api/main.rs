@@ -36,3 +36,4 @@ mod streams;
 mod turns;
 mod upgrade;
 mod validation;
+mod webhooks;

@@ -4,6 +4,7 @@ pub mod credentials;
 pub mod tenants;
 pub mod tokens;
 pub mod usage;
+pub mod webhooks;
 
 use crate::error::{ApiError, OrNotFound};
 use crate::model::TenantId;
