@@ -10,11 +10,11 @@ use super::Stamp;
 use super::notify::{event_payloads, notify_events};
 use super::runs::update_run_status;
 use super::turns::APPEND_HISTORY;
-use super::webhooks::{ENQUEUE_WEBHOOKS, turn_event_data};
+use super::webhook_outbox::{ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, StopMessages};
 use super::{Db, Store, StoreError, with_db};
 use crate::model::{
-    Event, EventData, HistoryMessage, MessageId, ProcessId, RunId, RunStatus, SessionId, TenantId,
-    TurnId, TurnStatus, WebhookEvent,
+    Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, TenantId, TurnId,
+    TurnStatus,
 };
 
 /// What one turn appends at once: events (seq already assigned), the deltas its
@@ -271,8 +271,8 @@ impl Store {
     /// deltas in place of the single deltas stored before, the history messages, and the
     /// turn state that `turn_start` / `turn_stop` imply. On PostgreSQL the commit also
     /// tells the other processes which sessions have new events, from `origin`. A turn's
-    /// stop queues its webhook deliveries in the same transaction (one `INSERT … SELECT`
-    /// over the tenant's endpoints); returns how many were queued.
+    /// stop queues its webhook deliveries in the same transaction (see `webhook_outbox.rs`);
+    /// returns how many were queued.
     pub async fn append_events(
         &self,
         groups: &[AppendGroup],
@@ -282,6 +282,7 @@ impl Store {
         let mut enqueued = 0;
         match &self.db {
             Db::Sqlite(pools) => {
+                let hooked = self.webhook_tenants.loaded(&pools.read).await?;
                 let mut tx = pools.write.begin().await?;
                 delete_coalesced!(tx, groups, Sqlite);
                 for chunk in rows.chunks(INSERT_CHUNK) {
@@ -296,7 +297,7 @@ impl Store {
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
-                append_rest!(tx, groups, Sqlite, enqueued);
+                append_rest!(tx, groups, Sqlite, enqueued, false, hooked);
                 tx.commit().await?;
             }
             Db::Postgres(pool) => {
@@ -315,7 +316,14 @@ impl Store {
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
-                append_rest!(tx, groups, sqlx::Postgres, enqueued);
+                append_rest!(
+                    tx,
+                    groups,
+                    sqlx::Postgres,
+                    enqueued,
+                    true,
+                    self.webhook_tenants
+                );
                 notify_events(&mut tx, &event_payloads(origin, groups)).await?;
                 tx.commit().await?;
             }
@@ -381,7 +389,7 @@ impl Store {
 
 /// The history rows and turn updates of an append, on either backend's transaction.
 macro_rules! append_rest {
-    ($tx:ident, $groups:expr, $db:ty, $enqueued:ident) => {
+    ($tx:ident, $groups:expr, $db:ty, $enqueued:ident, $postgres:expr, $hooked:expr) => {
         for group in $groups {
             let Some(first) = group.events.first() else {
                 continue;
@@ -466,60 +474,74 @@ macro_rules! append_rest {
             };
             let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
             let started = started_here.iter().find(|(turn, ..)| *turn == group.turn);
-            let stopped = sqlx::query(
-                "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
-                 usage = $5, finished_at = $6, last_seq = $7, \
-                 first_seq = COALESCE(first_seq, $10, $7), started_at = COALESCE(started_at, $9) \
-                 WHERE tenant_id = $8 AND id = $1 AND status IN ('queued', 'running')",
-            )
-            .bind(group.turn)
-            .bind(status.as_str())
-            .bind(stop_reason.as_str())
-            .bind(error.as_ref().map(Json))
-            .bind(Json(usage))
-            .bind(Stamp(*at))
-            .bind(*seq)
-            .bind(group.tenant)
-            .bind(started.map(|(_, _, at)| Stamp(*at)))
-            .bind(started.map(|(_, seq, _)| *seq))
-            .execute(&mut *$tx)
-            .await?;
+            let messages = StopMessages::new(group, data, *at);
+            // On PostgreSQL the stop queues its webhook deliveries in the same statement
+            // (no round trip more); on SQLite only for a tenant that may have endpoints.
+            let (stopped, queued): (i64, i64) = if $postgres {
+                sqlx::query_as(STOP_AND_ENQUEUE_PG)
+                    .bind(group.turn)
+                    .bind(status.as_str())
+                    .bind(stop_reason.as_str())
+                    .bind(error.as_ref().map(Json))
+                    .bind(Json(usage))
+                    .bind(Stamp(*at))
+                    .bind(*seq)
+                    .bind(group.tenant)
+                    .bind(started.map(|(_, _, at)| Stamp(*at)))
+                    .bind(started.map(|(_, seq, _)| *seq))
+                    .bind(group.session)
+                    .bind(messages.turn.id)
+                    .bind(messages.turn.event.as_str())
+                    .bind(&messages.turn.data)
+                    .bind(messages.turn.event.bit())
+                    .bind(messages.run.as_ref().map(|m| m.id))
+                    .bind(messages.run.as_ref().map(|m| m.event.as_str()))
+                    .bind(messages.run.as_ref().map(|m| m.data.as_str()))
+                    .bind(messages.run.as_ref().map_or(0, |m| m.event.bit()))
+                    .fetch_one(&mut *$tx)
+                    .await?
+            } else {
+                sqlx::query_as(STOP_TURN)
+                    .bind(group.turn)
+                    .bind(status.as_str())
+                    .bind(stop_reason.as_str())
+                    .bind(error.as_ref().map(Json))
+                    .bind(Json(usage))
+                    .bind(Stamp(*at))
+                    .bind(*seq)
+                    .bind(group.tenant)
+                    .bind(started.map(|(_, _, at)| Stamp(*at)))
+                    .bind(started.map(|(_, seq, _)| *seq))
+                    .fetch_optional(&mut *$tx)
+                    .await?
+                    .unwrap_or((0, 0))
+            };
             // A turn ends once: another process may have ended it (its owner's lease
             // expired), and then this stop and the batch with it are refused.
-            if stopped.rows_affected() == 0 {
+            if stopped == 0 {
                 return Err(StoreError::Stale);
             }
-            let event = WebhookEvent::of_stop(*stop_reason, error.as_ref());
-            let data = turn_event_data(group, status.as_str(), data, *at);
-            $enqueued += sqlx::query(ENQUEUE_WEBHOOKS)
-                .bind(MessageId::generate())
-                .bind(event.as_str())
-                .bind(&data)
-                .bind(Stamp(*at))
-                .bind(group.session)
-                .bind(group.tenant)
-                .bind(event.bit())
-                .execute(&mut *$tx)
-                .await?
-                .rows_affected();
-            if let Some(run) = &group.run {
-                let status = RunStatus::after_stop(*stop_reason, error.as_ref());
-                update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());
-                let event = WebhookEvent::RunStatusChanged;
-                let mut data: serde_json::Value = serde_json::from_str(&data)?;
-                data["status"] = serde_json::json!(status.as_str());
-                data["turn_status"] = serde_json::json!(TurnStatus::after_stop(*stop_reason, error.as_ref()).as_str());
-                $enqueued += sqlx::query(ENQUEUE_WEBHOOKS)
-                    .bind(MessageId::generate())
-                    .bind(event.as_str())
-                    .bind(data.to_string())
+            $enqueued += queued as u64;
+            if !$postgres && $hooked.may_have_endpoints(&group.tenant) {
+                $enqueued += sqlx::query(ENQUEUE_SQLITE)
+                    .bind(messages.turn.id)
+                    .bind(messages.turn.event.as_str())
+                    .bind(&messages.turn.data)
+                    .bind(messages.turn.event.bit())
+                    .bind(messages.run.as_ref().map(|m| m.id))
+                    .bind(messages.run.as_ref().map(|m| m.event.as_str()))
+                    .bind(messages.run.as_ref().map(|m| m.data.as_str()))
+                    .bind(messages.run.as_ref().map_or(0, |m| m.event.bit()))
                     .bind(Stamp(*at))
                     .bind(group.session)
                     .bind(group.tenant)
-                    .bind(event.bit())
                     .execute(&mut *$tx)
                     .await?
                     .rows_affected();
+            }
+            if let Some(run) = &group.run {
+                let status = RunStatus::after_stop(*stop_reason, error.as_ref());
+                update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());
             }
         }
     };

@@ -307,6 +307,41 @@ async fn a_failing_receiver_gets_the_same_message_until_it_succeeds() {
 }
 
 #[tokio::test]
+async fn a_runs_status_change_follows_its_turns_end() {
+    let receiver = Receiver::start().await;
+    let app = app_with(LOOPBACK).await;
+    let (_, token) = app.new_tenant().await;
+    let reply = app
+        .post(
+            "/webhooks",
+            &token,
+            json!({"url": receiver.url, "event_types": ["turn.completed", "run.status_changed"]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text);
+    let run = crate::acp::run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "input": [crate::acp::acp_user("a run")], "mode": "sync"}),
+    )
+    .await;
+    assert_eq!(run.status, StatusCode::OK, "{}", run.text);
+    let run_hex = run.body["run_id"].as_str().unwrap().replace('-', "");
+
+    let received = receiver.wait_for(2).await;
+    let bodies: Vec<Value> = received.iter().map(Received::json).collect();
+    assert_eq!(bodies[0]["type"], "turn.completed");
+    assert_eq!(bodies[1]["type"], "run.status_changed");
+    assert_eq!(bodies[1]["data"]["status"], "completed");
+    assert_eq!(bodies[1]["data"]["turn_status"], "completed");
+    assert_eq!(bodies[1]["data"]["turn_id"], bodies[0]["data"]["turn_id"]);
+    for body in &bodies {
+        assert_eq!(body["data"]["run_id"], format!("run_{run_hex}"), "{body}");
+    }
+    assert_ne!(received[0].id, received[1].id);
+}
+
+#[tokio::test]
 async fn a_loopback_target_is_refused_unless_allowed() {
     let app = app_with("[webhooks]\nallow_http = true\n").await;
     let (_, token) = app.new_tenant().await;
