@@ -26,6 +26,8 @@ CREATE TABLE webhook_endpoints (
 ) STRICT;
 
 CREATE INDEX webhook_endpoints_tenant ON webhook_endpoints (tenant_id, id);
+-- The senders' search for endpoints with due deliveries.
+CREATE INDEX webhook_endpoints_due ON webhook_endpoints (retry_at) WHERE enabled;
 
 CREATE TABLE webhook_deliveries (
     endpoint_id      BLOB NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
