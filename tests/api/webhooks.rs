@@ -342,6 +342,37 @@ async fn a_runs_status_change_follows_its_turns_end() {
 }
 
 #[tokio::test]
+async fn a_turn_stopped_on_client_tool_calls_awaits_input() {
+    use crate::scripted::{Reply, ScriptedOpenAi, finish, tool_fragment};
+    let model = ScriptedOpenAi::start().await;
+    let agent = format!(
+        "[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\nbase_url = \"{}\"\n\
+         model = \"m\"\napi_key = \"k\"\n",
+        model.url
+    );
+    let receiver = Receiver::start().await;
+    let app = app_with(&format!("{LOOPBACK}{agent}")).await;
+    let (_, token) = app.new_tenant().await;
+    register(&app, &token, &receiver.url).await;
+    let lookup = json!({"name": "lookup", "description": "Looks things up.",
+                        "parameters": {"type": "object"}});
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "gpt"}, "tools": [lookup]}))
+        .await;
+    model.push(Reply::Stream(vec![
+        tool_fragment(0, Some("call_a"), Some("lookup"), "{}"),
+        finish("tool_calls"),
+    ]));
+    let turn = run_turn(&app, &token, &session, "look it up").await;
+
+    let body = receiver.wait_for(1).await[0].json();
+    assert_eq!(body["type"], "turn.awaiting_input");
+    assert_eq!(body["data"]["turn_id"], turn);
+    assert_eq!(body["data"]["stop_reason"], "tool_use");
+    assert_eq!(body["data"]["agent"], "gpt");
+}
+
+#[tokio::test]
 async fn a_loopback_target_is_refused_unless_allowed() {
     let app = app_with("[webhooks]\nallow_http = true\n").await;
     let (_, token) = app.new_tenant().await;
@@ -514,7 +545,7 @@ async fn deliveries_to_one_endpoint_are_sent_one_at_a_time_in_order() {
 #[tokio::test]
 async fn endpoints_are_managed_by_the_tenant_and_by_the_admin() {
     let receiver = Receiver::start().await;
-    let app = app_with(LOOPBACK).await;
+    let app = app_with(&format!("{LOOPBACK}max_endpoints_per_tenant = 2\n")).await;
     let (tenant, token) = app.new_tenant().await;
     let admin = app.admin_token.clone();
     let base = format!("/admin/tenants/{tenant}/webhooks");
@@ -580,6 +611,26 @@ async fn endpoints_are_managed_by_the_tenant_and_by_the_admin() {
     let left = app
         .db
         .scalar("SELECT COUNT(*) FROM webhook_deliveries")
+        .await;
+    assert_eq!(left, "0");
+
+    // A tenant has at most `webhooks.max_endpoints_per_tenant`; deleting the tenant
+    // deletes them.
+    for _ in 0..2 {
+        register(&app, &token, &receiver.url).await;
+    }
+    let refused = app
+        .post("/webhooks", &token, json!({"url": receiver.url}))
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text);
+    assert!(refused.text.contains("at most 2"), "{}", refused.text);
+    let deleted = app
+        .delete(&format!("/admin/tenants/{tenant}"), &admin)
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    let left = app
+        .db
+        .scalar("SELECT COUNT(*) FROM webhook_endpoints")
         .await;
     assert_eq!(left, "0");
 }
@@ -648,6 +699,12 @@ async fn a_crash_between_the_event_and_its_delivery_still_delivers() {
         assert!(Instant::now() < deadline, "{body}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The new process knows the endpoint it did not register.
+    let mut stream = second.stream_turn(&token, &session, "after").await;
+    stream.until_turn_stop().await;
+    let received = receiver.wait_for(2).await;
+    assert_ne!(received[1].id, received[0].id);
+    assert_eq!(received[1].json()["data"]["session_id"], session);
 }
 
 #[tokio::test]
