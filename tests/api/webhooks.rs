@@ -746,3 +746,71 @@ async fn two_processes_deliver_each_message_once() {
     assert_eq!(received.len(), TURNS, "each message once");
     assert_eq!(receiver.inbox.max_in_flight.load(Ordering::SeqCst), 1);
 }
+
+/// The statements a `serve` process logged that begin with `prefix`.
+fn logged_statements(server: &crate::process::ServerProcess, prefix: &str) -> usize {
+    server
+        .logs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|record| {
+            record["fields"]["db.statement"]
+                .as_str()
+                .map(|s| s.trim().to_owned())
+        })
+        .filter(|statement| statement.starts_with(prefix))
+        .count()
+}
+
+/// Waits until the process logged `count` ends of turns.
+async fn turns_ended(server: &crate::process::ServerProcess, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server
+        .logs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains("\"turn ended\""))
+        .count()
+        < count
+    {
+        assert!(Instant::now() < deadline, "{count} turns never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_without_endpoints_pays_no_statement_for_webhooks() {
+    let deployment = Deployment::new(PROCESS_CONFIG).await;
+    let sqlite = deployment.db.url().starts_with("sqlite:");
+    let (_, quiet) = deployment.tenant_token("quiet");
+    let (_, hooked) = deployment.tenant_token("hooked");
+    let receiver = Receiver::start().await;
+    let server = deployment.start(&[("RUST_LOG", "info,sqlx::query=debug")]);
+    register_on(&server.address, &hooked, &receiver.url).await;
+    const ENQUEUE: &str = "INSERT INTO webhook_deliveries";
+
+    let session = server.create_session(&quiet, "echo").await;
+    let mut stream = server.stream_turn(&quiet, &session, "quiet").await;
+    stream.until_turn_stop().await;
+    turns_ended(&server, 1).await;
+    assert_eq!(logged_statements(&server, ENQUEUE), 0);
+    // On PostgreSQL the stop's own statement queues the messages.
+    if !sqlite {
+        assert_eq!(logged_statements(&server, "WITH stopped AS"), 1);
+    }
+
+    let session = server.create_session(&hooked, "echo").await;
+    let mut stream = server.stream_turn(&hooked, &session, "hooked").await;
+    stream.until_turn_stop().await;
+    turns_ended(&server, 2).await;
+    receiver.wait_for(1).await;
+    if sqlite {
+        assert_eq!(logged_statements(&server, ENQUEUE), 1);
+    } else {
+        assert_eq!(logged_statements(&server, ENQUEUE), 0);
+        assert_eq!(logged_statements(&server, "WITH stopped AS"), 2);
+    }
+}
