@@ -474,55 +474,58 @@ macro_rules! append_rest {
             };
             let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
             let started = started_here.iter().find(|(turn, ..)| *turn == group.turn);
-            let messages = StopMessages::new(group, data, *at);
             // On PostgreSQL the stop queues its webhook deliveries in the same statement
-            // (no round trip more); on SQLite only for a tenant that may have endpoints.
-            let (stopped, queued): (i64, i64) = if $postgres {
-                sqlx::query_as(STOP_AND_ENQUEUE_PG)
-                    .bind(group.turn)
-                    .bind(status.as_str())
-                    .bind(stop_reason.as_str())
-                    .bind(error.as_ref().map(Json))
-                    .bind(Json(usage))
-                    .bind(Stamp(*at))
-                    .bind(*seq)
-                    .bind(group.tenant)
-                    .bind(started.map(|(_, _, at)| Stamp(*at)))
-                    .bind(started.map(|(_, seq, _)| *seq))
-                    .bind(group.session)
-                    .bind(messages.turn.id)
-                    .bind(messages.turn.event.as_str())
-                    .bind(&messages.turn.data)
-                    .bind(messages.turn.event.bit())
-                    .bind(messages.run.as_ref().map(|m| m.id))
-                    .bind(messages.run.as_ref().map(|m| m.event.as_str()))
-                    .bind(messages.run.as_ref().map(|m| m.data.as_str()))
-                    .bind(messages.run.as_ref().map_or(0, |m| m.event.bit()))
-                    .fetch_one(&mut *$tx)
-                    .await?
-            } else {
-                sqlx::query_as(STOP_TURN)
-                    .bind(group.turn)
-                    .bind(status.as_str())
-                    .bind(stop_reason.as_str())
-                    .bind(error.as_ref().map(Json))
-                    .bind(Json(usage))
-                    .bind(Stamp(*at))
-                    .bind(*seq)
-                    .bind(group.tenant)
-                    .bind(started.map(|(_, _, at)| Stamp(*at)))
-                    .bind(started.map(|(_, seq, _)| *seq))
-                    .fetch_optional(&mut *$tx)
-                    .await?
-                    .unwrap_or((0, 0))
-            };
+            // (no round trip more); on SQLite only for a tenant that may have endpoints
+            // (for the others, no message is even made).
+            let hooked = !$postgres && $hooked.may_have_endpoints(&group.tenant);
+            let messages = ($postgres || hooked).then(|| StopMessages::new(group, data, *at));
+            let (stopped, queued): (i64, i64) =
+                if let (true, Some(messages)) = ($postgres, &messages) {
+                    sqlx::query_as(STOP_AND_ENQUEUE_PG)
+                        .bind(group.turn)
+                        .bind(status.as_str())
+                        .bind(stop_reason.as_str())
+                        .bind(error.as_ref().map(Json))
+                        .bind(Json(usage))
+                        .bind(Stamp(*at))
+                        .bind(*seq)
+                        .bind(group.tenant)
+                        .bind(started.map(|(_, _, at)| Stamp(*at)))
+                        .bind(started.map(|(_, seq, _)| *seq))
+                        .bind(group.session)
+                        .bind(messages.turn.id)
+                        .bind(messages.turn.event.as_str())
+                        .bind(&messages.turn.data)
+                        .bind(messages.turn.event.bit())
+                        .bind(messages.run.as_ref().map(|m| m.id))
+                        .bind(messages.run.as_ref().map(|m| m.event.as_str()))
+                        .bind(messages.run.as_ref().map(|m| m.data.as_str()))
+                        .bind(messages.run.as_ref().map_or(0, |m| m.event.bit()))
+                        .fetch_one(&mut *$tx)
+                        .await?
+                } else {
+                    sqlx::query_as(STOP_TURN)
+                        .bind(group.turn)
+                        .bind(status.as_str())
+                        .bind(stop_reason.as_str())
+                        .bind(error.as_ref().map(Json))
+                        .bind(Json(usage))
+                        .bind(Stamp(*at))
+                        .bind(*seq)
+                        .bind(group.tenant)
+                        .bind(started.map(|(_, _, at)| Stamp(*at)))
+                        .bind(started.map(|(_, seq, _)| *seq))
+                        .fetch_optional(&mut *$tx)
+                        .await?
+                        .unwrap_or((0, 0))
+                };
             // A turn ends once: another process may have ended it (its owner's lease
             // expired), and then this stop and the batch with it are refused.
             if stopped == 0 {
                 return Err(StoreError::Stale);
             }
             $enqueued += queued as u64;
-            if !$postgres && $hooked.may_have_endpoints(&group.tenant) {
+            if let (true, Some(messages)) = (hooked, &messages) {
                 $enqueued += sqlx::query(ENQUEUE_SQLITE)
                     .bind(messages.turn.id)
                     .bind(messages.turn.event.as_str())
