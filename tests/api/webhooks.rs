@@ -98,7 +98,14 @@ async fn receive(inbox: web::Data<Inbox>, request: HttpRequest, body: web::Bytes
     }
     let status = inbox.statuses.lock().unwrap().pop_front().unwrap_or(200);
     inbox.in_flight.fetch_sub(1, Ordering::SeqCst);
+    // A redirect (307 keeps the POST) back here would arrive as one more request.
+    let location = format!(
+        "http://{}{}",
+        request.connection_info().host(),
+        request.path()
+    );
     HttpResponse::build(actix_web::http::StatusCode::from_u16(status).unwrap())
+        .insert_header(("Location", location))
         .body("secret-looking response body")
 }
 
@@ -253,9 +260,9 @@ async fn a_completed_turn_is_delivered_once_signed() {
 }
 
 #[tokio::test]
-async fn a_failing_receiver_gets_the_same_message_until_it_succeeds() {
+async fn a_failing_receiver_gets_the_same_message_until_it_succeeds_and_redirects_fail() {
     let receiver = Receiver::start().await;
-    receiver.inbox.statuses.lock().unwrap().extend([500, 503]);
+    receiver.inbox.statuses.lock().unwrap().extend([500, 307]);
     let app = app_with(LOOPBACK).await;
     let (_, token) = app.new_tenant().await;
     let (endpoint, secret) = register(&app, &token, &receiver.url).await;
@@ -443,6 +450,36 @@ async fn a_loopback_target_is_refused_unless_allowed() {
         )
         .await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text);
+}
+
+#[tokio::test]
+async fn a_target_no_longer_allowed_is_refused_at_delivery() {
+    let receiver = Receiver::start().await;
+    let app = app_with(LOOPBACK).await;
+    let (_, token) = app.new_tenant().await;
+    let (endpoint, _) = register(&app, &token, &receiver.url).await;
+    // The operator withdraws the permission: the endpoint stays, its attempts are refused.
+    let db = app.stop().await;
+    let app = spawn_app_on(
+        db,
+        "[webhooks]\nallow_http = true\npoll_interval_ms = 100\n",
+    )
+    .await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    run_turn(&app, &token, &session, "refused").await;
+    let deliveries = poll(
+        &app,
+        &token,
+        &format!("/webhooks/{endpoint}/deliveries"),
+        |b| b["deliveries"][0]["attempts"].as_i64() >= Some(1),
+    )
+    .await;
+    let error = deliveries["deliveries"][0]["last_error"].as_str().unwrap();
+    assert!(error.contains("internal address"), "{error}");
+    assert!(deliveries["deliveries"][0]["last_status"].is_null());
+    assert!(receiver.received().is_empty());
 }
 
 #[tokio::test]
