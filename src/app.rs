@@ -16,7 +16,7 @@ use crate::agents::Agents;
 use crate::auth::{AuthCache, LoginLimits, TokenKeys};
 use crate::config::Settings;
 use crate::crypto::{self, SecretBox};
-use crate::engine::Engine;
+use crate::engine::{Engine, Webhooks};
 use crate::http;
 use crate::store::Store;
 use crate::tools::mcp::McpRegistry;
@@ -36,6 +36,8 @@ pub struct AppState {
     pub auth_cache: AuthCache,
     pub secrets: SecretBox,
     pub engine: Arc<Engine>,
+    /// Webhook endpoints and the sender of their deliveries.
+    pub webhooks: Arc<Webhooks>,
     /// The configured MCP servers; connected once the app is built to serve.
     pub mcp: Arc<McpRegistry>,
 }
@@ -69,6 +71,14 @@ impl AppState {
             mcp.clone(),
             settings.quotas.defaults(&settings.engine),
         );
+        let (process, wake) = engine.webhook_wiring();
+        let webhooks = Webhooks::new(
+            store.clone(),
+            secrets.clone(),
+            settings.webhooks.clone(),
+            process,
+            wake,
+        );
         let auth_cache = AuthCache::new(Duration::from_millis(settings.auth.state_cache_ttl_ms));
         Ok(AppState {
             settings,
@@ -79,6 +89,7 @@ impl AppState {
             auth_cache,
             secrets,
             engine,
+            webhooks,
             mcp,
         })
     }
@@ -163,6 +174,7 @@ impl App {
             );
         }
         state.engine.start_cluster();
+        state.webhooks.start();
         // Servers connect in the background: one that is down delays nothing.
         state.mcp.start();
         let mut app = Self::with_state(listener, state)?;
@@ -246,6 +258,7 @@ impl App {
         }
         let grace = Duration::from_secs(self.state.settings.engine.shutdown_grace_seconds);
         self.state.engine.shutdown(grace).await;
+        self.state.webhooks.shutdown().await;
         handle.stop(true).await;
         self.state.mcp.shutdown().await;
         let result = server

@@ -23,6 +23,7 @@ mod template;
 #[cfg(test)]
 mod tests;
 mod tools;
+mod webhooks;
 
 pub use crate::model::{CompactionStrategy, HistoryType};
 pub use agents::{AgentSettings, HistorySettings, ImageInput};
@@ -38,6 +39,7 @@ pub use secret::Secret;
 pub use server::{AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings};
 pub use template::{option_placeholders, option_references, resolve_env};
 pub use tools::{ToolSettings, ToolsSettings};
+pub use webhooks::WebhooksSettings;
 
 /// The configuration every key of which `config/default.toml` documents.
 pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
@@ -54,6 +56,7 @@ pub struct Settings {
     pub tools: ToolsSettings,
     pub log: LogSettings,
     pub agentscope: AgentScopeSettings,
+    pub webhooks: WebhooksSettings,
     #[serde(default)]
     pub mcp_servers: Vec<McpServerSettings>,
     #[serde(default)]
@@ -269,6 +272,7 @@ impl Settings {
         }
         self.auth.validate()?;
         self.engine.validate()?;
+        self.webhooks.validate()?;
         if !self.secrets.key.is_empty() {
             parse_key(self.secrets.key.expose())
                 .map_err(|message| ConfigError::new("secrets.key", message))?;

@@ -19,6 +19,7 @@ mod runner;
 mod runs;
 mod sessions;
 mod tenants;
+mod webhooks;
 mod writer;
 
 pub use assemble::{MessageAssembler, turn_messages};
@@ -30,3 +31,6 @@ pub use quotas::QuotaBook;
 pub use runner::{Engine, StartedTurn, TurnRequest, scoped_key, unscoped_key};
 pub use runs::CANCELLED_CALL;
 pub use sessions::{REDACTED, SessionRef, SessionView, open_secret_options, redact, session_uuid};
+pub use webhooks::{
+    CreatedEndpoint, EndpointPatch, NewEndpoint, RotatedSecret, WebhookError, Webhooks,
+};

@@ -151,6 +151,8 @@ pub struct Engine {
     pub(super) fanout: Arc<Fanout>,
     /// This process, the owner of the turns it admits.
     pub(super) process: ProcessId,
+    /// Woken when the event writer queued webhook deliveries.
+    pub(super) webhook_wake: Arc<tokio::sync::Notify>,
     /// Reads of other processes' commits in flight.
     pub(super) remote_reads: super::cluster::RemoteReads,
     /// Wakes the dispatcher of turns waiting for any process.
@@ -188,11 +190,13 @@ impl Engine {
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer));
         let process = ProcessId::generate();
+        let webhook_wake = Arc::new(tokio::sync::Notify::new());
         let writer = EventWriter::start(
             store.clone(),
             fanout.clone(),
             process,
             settings.max_batch_events,
+            webhook_wake.clone(),
         );
         Arc::new(Engine {
             quotas: super::quotas::QuotaBook::new(store.clone(), quotas),
@@ -205,6 +209,7 @@ impl Engine {
             mcp,
             fanout,
             process,
+            webhook_wake,
             remote_reads: Default::default(),
             dispatch_wake: tokio::sync::Notify::new(),
             maybe_waiting: AtomicBool::new(true),
@@ -963,6 +968,11 @@ impl Engine {
     /// Resolves when the server stops.
     pub(super) async fn stopped(&self) {
         self.shutdown.cancelled().await
+    }
+
+    /// This process's id, and what wakes its webhook sender when deliveries are queued.
+    pub fn webhook_wiring(&self) -> (ProcessId, Arc<tokio::sync::Notify>) {
+        (self.process, self.webhook_wake.clone())
     }
 
     /// How many sessions have live followers now (a channel each).

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::fanout::Fanout;
 use crate::model::{
@@ -55,6 +55,7 @@ impl EventWriter {
         fanout: Arc<Fanout>,
         process: ProcessId,
         max_batch_events: usize,
+        webhooks: Arc<Notify>,
     ) -> EventWriter {
         let (requests, inbox) = mpsc::channel(QUEUE);
         let task = WriterTask {
@@ -62,6 +63,7 @@ impl EventWriter {
             keep_seq: store.backend() == Backend::Sqlite,
             store,
             fanout,
+            webhooks,
             max_batch_events,
             next_seq: HashMap::new(),
             failed_turns: HashSet::new(),
@@ -97,6 +99,8 @@ struct WriterTask {
     process: ProcessId,
     store: Store,
     fanout: Arc<Fanout>,
+    /// Woken when a commit queued webhook deliveries.
+    webhooks: Arc<Notify>,
     max_batch_events: usize,
     /// The next seq of sessions; reloaded from the log when absent.
     next_seq: HashMap<SessionId, i64>,
@@ -301,14 +305,18 @@ impl WriterTask {
             prepared.push(one);
         }
         let groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
-        if let Err(error) = self.store.append_events(&groups, &self.process).await {
-            for session in assigned.keys() {
-                self.next_seq.remove(session);
+        match self.store.append_events(&groups, &self.process).await {
+            Ok(0) => {}
+            Ok(_) => self.webhooks.notify_one(),
+            Err(error) => {
+                for session in assigned.keys() {
+                    self.next_seq.remove(session);
+                }
+                for (append, _) in batch {
+                    self.open_messages.remove(&append.turn);
+                }
+                return Err(error);
             }
-            for (append, _) in batch {
-                self.open_messages.remove(&append.turn);
-            }
-            return Err(error);
         }
         self.next_seq.extend(assigned);
         for (append, _) in batch {

@@ -16,6 +16,7 @@ mod ops;
 mod pagination;
 pub mod ratelimit;
 mod sse;
+mod webhooks;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -84,7 +85,56 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         .get(admin::quotas::get_quotas)
                         .patch(admin::quotas::update_quotas),
                 )
-                .service(web::resource("/tenants/{tenant_id}/usage").get(admin::usage::get_usage)),
+                                .service(web::resource("/tenants/{tenant_id}/usage").get(admin::usage::get_usage))
+                .service(
+                    web::resource("/tenants/{tenant_id}/webhooks")
+                        .get(admin::webhooks::list_webhooks)
+                        .post(admin::webhooks::create_webhook),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/webhooks/{endpoint_id}")
+                        .get(admin::webhooks::get_webhook)
+                        .patch(admin::webhooks::update_webhook)
+                        .delete(admin::webhooks::delete_webhook),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/webhooks/{endpoint_id}/rotate-secret")
+                        .post(admin::webhooks::rotate_webhook_secret),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/webhooks/{endpoint_id}/deliveries")
+                        .get(admin::webhooks::list_webhook_deliveries),
+                )
+                .service(
+                    web::resource(
+                        "/tenants/{tenant_id}/webhooks/{endpoint_id}/deliveries/{message_id}/replay",
+                    )
+                    .post(admin::webhooks::replay_webhook_delivery),
+                ),
+        )
+        // webhooks, at the root
+        .service(
+            web::resource("/webhooks")
+                .get(webhooks::list_webhooks)
+                .post(webhooks::create_webhook),
+        )
+        .service(
+            web::resource("/webhooks/{endpoint_id}")
+                .get(webhooks::get_webhook)
+                .patch(webhooks::update_webhook)
+                .delete(webhooks::delete_webhook),
+        )
+        .service(
+            web::resource("/webhooks/{endpoint_id}/rotate-secret")
+                .post(webhooks::rotate_webhook_secret),
+        )
+        .service(
+            web::resource("/webhooks/{endpoint_id}/deliveries")
+                .get(webhooks::list_webhook_deliveries),
+        )
+        .service(
+            web::resource("/webhooks/{endpoint_id}/deliveries/{message_id}/replay")
+                .post(webhooks::replay_webhook_delivery),
         )
         // AAP v3, at the root
         .service(web::resource("/meta").get(aap::meta::get_meta))

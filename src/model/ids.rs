@@ -125,6 +125,19 @@ typed_id!(
     "file_"
 );
 
+typed_id!(
+    /// A tenant's webhook endpoint.
+    EndpointId,
+    "wh_"
+);
+
+typed_id!(
+    /// A webhook message: the `webhook-id` of every attempt to deliver it, to every
+    /// endpoint that receives it.
+    MessageId,
+    "msg_"
+);
+
 /// A string that is not an id of the expected kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("malformed identifier")]
@@ -175,7 +188,9 @@ mod tests {
             SessionId,
             TurnId,
             RunId,
-            FileId
+            FileId,
+            EndpointId,
+            MessageId
         );
         let turn = TurnId::generate();
         let run = RunId::from_uuid(turn.to_uuid());

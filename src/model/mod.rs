@@ -12,6 +12,7 @@ mod run;
 mod session;
 mod tenant;
 mod turn;
+mod webhook;
 
 pub use body::{
     BodySchema, ContentEncoding, Part, PartGlob, SchemaPart, SchemaViolation, check_names,
@@ -21,7 +22,8 @@ pub use builtin::Builtin;
 pub use event::{Event, EventData};
 pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{
-    CredentialId, FileId, InvalidId, ProcessId, RunId, SessionId, TenantId, TokenId, TurnId,
+    CredentialId, EndpointId, FileId, InvalidId, MessageId, ProcessId, RunId, SessionId, TenantId,
+    TokenId, TurnId,
 };
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use nul::{NUL_REPLACEMENT, check_no_nul, holds_nul, scrub_nul};
@@ -30,6 +32,7 @@ pub use run::{Run, RunStatus};
 pub use session::{ServerToolRef, Session, ToolSpec};
 pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};
 pub use turn::{StopReason, StreamMode, Turn, TurnError, TurnStatus, Usage};
+pub use webhook::{DeliveryAuth, DeliveryStatus, Endpoint, WebhookDelivery, WebhookEvent};
 
 /// An input that failed validation: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -10,6 +10,7 @@ use super::Stamp;
 use super::notify::{event_payloads, notify_events};
 use super::runs::update_run_status;
 use super::turns::APPEND_HISTORY;
+use super::webhook_outbox::{ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, StopMessages};
 use super::{Db, Store, StoreError, with_db};
 use crate::model::{
     Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, TenantId, TurnId,
@@ -269,15 +270,19 @@ impl Store {
     /// Appends every group in one transaction: the events (multi-row inserts), coalesced
     /// deltas in place of the single deltas stored before, the history messages, and the
     /// turn state that `turn_start` / `turn_stop` imply. On PostgreSQL the commit also
-    /// tells the other processes which sessions have new events, from `origin`.
+    /// tells the other processes which sessions have new events, from `origin`. A turn's
+    /// stop queues its webhook deliveries in the same transaction (see `webhook_outbox.rs`);
+    /// returns how many were queued.
     pub async fn append_events(
         &self,
         groups: &[AppendGroup],
         origin: &ProcessId,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         let rows = new_rows(groups);
+        let mut enqueued = 0;
         match &self.db {
             Db::Sqlite(pools) => {
+                let hooked = self.webhook_tenants.loaded(&pools.read).await?;
                 let mut tx = pools.write.begin().await?;
                 delete_coalesced!(tx, groups, Sqlite);
                 for chunk in rows.chunks(INSERT_CHUNK) {
@@ -292,7 +297,7 @@ impl Store {
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
-                append_rest!(tx, groups, Sqlite);
+                append_rest!(tx, groups, Sqlite, enqueued, false, hooked);
                 tx.commit().await?;
             }
             Db::Postgres(pool) => {
@@ -311,12 +316,19 @@ impl Store {
                     });
                     insert.build().execute(&mut *tx).await?;
                 }
-                append_rest!(tx, groups, sqlx::Postgres);
+                append_rest!(
+                    tx,
+                    groups,
+                    sqlx::Postgres,
+                    enqueued,
+                    true,
+                    self.webhook_tenants
+                );
                 notify_events(&mut tx, &event_payloads(origin, groups)).await?;
                 tx.commit().await?;
             }
         }
-        Ok(())
+        Ok(enqueued)
     }
 
     /// The session's events after `after`, in order, from up to `limit` stored rows (a
@@ -377,7 +389,7 @@ impl Store {
 
 /// The history rows and turn updates of an append, on either backend's transaction.
 macro_rules! append_rest {
-    ($tx:ident, $groups:expr, $db:ty) => {
+    ($tx:ident, $groups:expr, $db:ty, $enqueued:ident, $postgres:expr, $hooked:expr) => {
         for group in $groups {
             let Some(first) = group.events.first() else {
                 continue;
@@ -462,28 +474,73 @@ macro_rules! append_rest {
             };
             let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
             let started = started_here.iter().find(|(turn, ..)| *turn == group.turn);
-            let stopped = sqlx::query(
-                "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
-                 usage = $5, finished_at = $6, last_seq = $7, \
-                 first_seq = COALESCE(first_seq, $10, $7), started_at = COALESCE(started_at, $9) \
-                 WHERE tenant_id = $8 AND id = $1 AND status IN ('queued', 'running')",
-            )
-            .bind(group.turn)
-            .bind(status.as_str())
-            .bind(stop_reason.as_str())
-            .bind(error.as_ref().map(Json))
-            .bind(Json(usage))
-            .bind(Stamp(*at))
-            .bind(*seq)
-            .bind(group.tenant)
-            .bind(started.map(|(_, _, at)| Stamp(*at)))
-            .bind(started.map(|(_, seq, _)| *seq))
-            .execute(&mut *$tx)
-            .await?;
+            // On PostgreSQL the stop queues its webhook deliveries in the same statement
+            // (no round trip more); on SQLite only for a tenant that may have endpoints
+            // (for the others, no message is even made).
+            let hooked = !$postgres && $hooked.may_have_endpoints(&group.tenant);
+            let messages = ($postgres || hooked).then(|| StopMessages::new(group, data, *at));
+            let (stopped, queued): (i64, i64) =
+                if let (true, Some(messages)) = ($postgres, &messages) {
+                    sqlx::query_as(STOP_AND_ENQUEUE_PG)
+                        .bind(group.turn)
+                        .bind(status.as_str())
+                        .bind(stop_reason.as_str())
+                        .bind(error.as_ref().map(Json))
+                        .bind(Json(usage))
+                        .bind(Stamp(*at))
+                        .bind(*seq)
+                        .bind(group.tenant)
+                        .bind(started.map(|(_, _, at)| Stamp(*at)))
+                        .bind(started.map(|(_, seq, _)| *seq))
+                        .bind(group.session)
+                        .bind(messages.turn.id)
+                        .bind(messages.turn.event.as_str())
+                        .bind(&messages.turn.data)
+                        .bind(messages.turn.event.bit())
+                        .bind(messages.run.as_ref().map(|m| m.id))
+                        .bind(messages.run.as_ref().map(|m| m.event.as_str()))
+                        .bind(messages.run.as_ref().map(|m| m.data.as_str()))
+                        .bind(messages.run.as_ref().map_or(0, |m| m.event.bit()))
+                        .fetch_one(&mut *$tx)
+                        .await?
+                } else {
+                    sqlx::query_as(STOP_TURN)
+                        .bind(group.turn)
+                        .bind(status.as_str())
+                        .bind(stop_reason.as_str())
+                        .bind(error.as_ref().map(Json))
+                        .bind(Json(usage))
+                        .bind(Stamp(*at))
+                        .bind(*seq)
+                        .bind(group.tenant)
+                        .bind(started.map(|(_, _, at)| Stamp(*at)))
+                        .bind(started.map(|(_, seq, _)| *seq))
+                        .fetch_optional(&mut *$tx)
+                        .await?
+                        .unwrap_or((0, 0))
+                };
             // A turn ends once: another process may have ended it (its owner's lease
             // expired), and then this stop and the batch with it are refused.
-            if stopped.rows_affected() == 0 {
+            if stopped == 0 {
                 return Err(StoreError::Stale);
+            }
+            $enqueued += queued as u64;
+            if let (true, Some(messages)) = (hooked, &messages) {
+                $enqueued += sqlx::query(ENQUEUE_SQLITE)
+                    .bind(messages.turn.id)
+                    .bind(messages.turn.event.as_str())
+                    .bind(&messages.turn.data)
+                    .bind(messages.turn.event.bit())
+                    .bind(messages.run.as_ref().map(|m| m.id))
+                    .bind(messages.run.as_ref().map(|m| m.event.as_str()))
+                    .bind(messages.run.as_ref().map(|m| m.data.as_str()))
+                    .bind(messages.run.as_ref().map_or(0, |m| m.event.bit()))
+                    .bind(Stamp(*at))
+                    .bind(group.session)
+                    .bind(group.tenant)
+                    .execute(&mut *$tx)
+                    .await?
+                    .rows_affected();
             }
             if let Some(run) = &group.run {
                 let status = RunStatus::after_stop(*stop_reason, error.as_ref());

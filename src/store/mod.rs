@@ -32,6 +32,9 @@ mod stamp;
 mod tenants;
 mod tokens;
 mod turns;
+mod webhook_deliveries;
+mod webhook_outbox;
+mod webhooks;
 
 pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
@@ -43,6 +46,8 @@ pub use runs::RunLink;
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
 pub use turns::{Remembered, UsageTotals};
+pub use webhook_deliveries::{AttemptOutcome, Outbound};
+pub use webhooks::{EndpointChange, SealedSecrets};
 
 /// Runs a read with `$pool` bound to the configured pool: the same SQL on both backends.
 macro_rules! with_db {
@@ -89,6 +94,8 @@ pub(crate) struct SqlitePools {
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Db,
+    /// On SQLite, the tenants that may have webhook endpoints (see `webhook_outbox.rs`).
+    webhook_tenants: std::sync::Arc<webhook_outbox::WebhookTenants>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +179,10 @@ impl Store {
                 .await?;
             Db::Postgres(pool)
         };
-        Ok(Store { db })
+        Ok(Store {
+            db,
+            webhook_tenants: Default::default(),
+        })
     }
 
     pub fn backend(&self) -> Backend {

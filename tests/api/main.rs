@@ -37,3 +37,4 @@ mod streams;
 mod turns;
 mod upgrade;
 mod validation;
+mod webhooks;

@@ -5,6 +5,7 @@ pub mod quotas;
 pub mod tenants;
 pub mod tokens;
 pub mod usage;
+pub mod webhooks;
 
 use crate::error::{ApiError, OrNotFound};
 use crate::model::TenantId;

@@ -1,0 +1,145 @@
+//! How a turn's stop queues its webhook messages, in the event log's transaction: on
+//! PostgreSQL inside the statement that stops the turn, on SQLite by one more statement for
+//! the tenants that may have endpoints.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use sqlx::SqlitePool;
+
+use super::StoreError;
+use crate::model::{EventData, MessageId, RunStatus, TenantId, TurnStatus, WebhookEvent};
+/// A turn's stop, as the event log writes it on SQLite: `(1, 0)` when it stopped the turn.
+pub(super) const STOP_TURN: &str = "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
+     usage = $5, finished_at = $6, last_seq = $7, \
+     first_seq = COALESCE(first_seq, $10, $7), started_at = COALESCE(started_at, $9) \
+     WHERE tenant_id = $8 AND id = $1 AND status IN ('queued', 'running') RETURNING 1, 0";
+
+/// The same stop on PostgreSQL, queueing its webhook messages (`$12`–`$15` for the turn,
+/// `$16`–`$19` for its run, a bit of 0 when there is none) to each enabled endpoint of the
+/// tenant that takes their type, in one statement: `(turns stopped, deliveries queued)`.
+pub(super) const STOP_AND_ENQUEUE_PG: &str = "WITH stopped AS (\
+     UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
+     usage = $5, finished_at = $6, last_seq = $7, \
+     first_seq = COALESCE(first_seq, $10, $7), started_at = COALESCE(started_at, $9) \
+     WHERE tenant_id = $8 AND id = $1 AND status IN ('queued', 'running') RETURNING id), \
+     queued AS (INSERT INTO webhook_deliveries (endpoint_id, message_id, tenant_id, \
+     event_type, agent, data, status, attempts, queued_at, next_attempt_at, created_at) \
+     SELECT e.id, m.id, e.tenant_id, m.event_type, s.agent, m.data, 'pending', 0, $6, $6, $6 \
+     FROM stopped, webhook_endpoints e \
+     JOIN sessions s ON s.id = $11 AND s.tenant_id = e.tenant_id \
+     CROSS JOIN (VALUES ($12::uuid, $13::text, $14::text, $15::bigint), \
+     ($16::uuid, $17::text, $18::text, $19::bigint)) AS m (id, event_type, data, bit) \
+     WHERE e.tenant_id = $8 AND e.enabled AND (e.event_mask & m.bit) <> 0 RETURNING 1) \
+     SELECT (SELECT COUNT(*) FROM stopped), (SELECT COUNT(*) FROM queued)";
+
+/// On SQLite, after the stop: the same messages (`$1`–`$4` for the turn, `$5`–`$8` for its
+/// run) to the tenant's (`$11`) endpoints, naming the session's (`$10`) agent.
+pub(super) const ENQUEUE_SQLITE: &str = "INSERT INTO webhook_deliveries (endpoint_id, \
+     message_id, tenant_id, event_type, agent, data, status, attempts, queued_at, \
+     next_attempt_at, created_at) \
+     SELECT e.id, m.id, e.tenant_id, m.event_type, s.agent, m.data, 'pending', 0, $9, $9, $9 \
+     FROM webhook_endpoints e JOIN sessions s ON s.id = $10 AND s.tenant_id = e.tenant_id \
+     CROSS JOIN (SELECT $1 AS id, $2 AS event_type, $3 AS data, $4 AS bit \
+     UNION ALL SELECT $5, $6, $7, $8) AS m \
+     WHERE e.tenant_id = $11 AND e.enabled AND (e.event_mask & m.bit) <> 0";
+
+/// One webhook message of a turn's stop.
+pub(super) struct StopMessage {
+    pub id: MessageId,
+    pub event: WebhookEvent,
+    /// JSON: the event's data, without the agent (added from the session when sent).
+    pub data: String,
+}
+
+/// The messages of a turn's stop: its own, and its run's status change.
+pub(super) struct StopMessages {
+    pub turn: StopMessage,
+    pub run: Option<StopMessage>,
+}
+
+impl StopMessages {
+    pub fn new(group: &super::AppendGroup, stop: &EventData, at: DateTime<Utc>) -> Self {
+        let EventData::TurnStop {
+            stop_reason,
+            error,
+            usage,
+        } = stop
+        else {
+            unreachable!("a stop's messages come from turn_stop")
+        };
+        let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
+        let mut data = serde_json::json!({
+            "tenant_id": group.tenant,
+            "session_id": group.session,
+            "turn_id": group.turn,
+            "status": status.as_str(),
+            "stop_reason": stop_reason,
+            "usage": usage,
+            "finished_at": at,
+        });
+        if let Some(error) = error {
+            data["error"] = serde_json::json!(error);
+        }
+        if let Some(run) = group.run {
+            data["run_id"] = serde_json::json!(run);
+        }
+        // Generated in order: the turn's message is sent before its run's.
+        let turn = StopMessage {
+            id: MessageId::generate(),
+            event: WebhookEvent::of_stop(*stop_reason, error.as_ref()),
+            data: data.to_string(),
+        };
+        let run = group.run.map(|_| {
+            data["turn_status"] = data["status"].clone();
+            data["status"] =
+                serde_json::json!(RunStatus::after_stop(*stop_reason, error.as_ref()).as_str());
+            StopMessage {
+                id: MessageId::generate(),
+                event: WebhookEvent::RunStatusChanged,
+                data: data.to_string(),
+            }
+        });
+        StopMessages { turn, run }
+    }
+}
+
+/// On SQLite (served by one process, the only one that registers endpoints), the tenants
+/// that may have webhook endpoints: a stop of any other tenant's turn queues nothing and
+/// costs no statement. Read once from the database, then a tenant is added before its
+/// first endpoint is written (and never removed while the process lives).
+#[derive(Debug, Default)]
+pub(crate) struct WebhookTenants {
+    tenants: Mutex<Option<HashSet<TenantId>>>,
+}
+
+impl WebhookTenants {
+    /// The set, read from the database the first time.
+    pub(super) async fn loaded(&self, pool: &SqlitePool) -> Result<&Self, StoreError> {
+        if self.tenants.lock().expect("webhook tenants lock").is_some() {
+            return Ok(self);
+        }
+        let stored: Vec<TenantId> =
+            sqlx::query_scalar("SELECT DISTINCT tenant_id FROM webhook_endpoints")
+                .fetch_all(pool)
+                .await?;
+        let mut tenants = self.tenants.lock().expect("webhook tenants lock");
+        tenants.get_or_insert_with(HashSet::new).extend(stored);
+        Ok(self)
+    }
+
+    pub(super) fn add(&self, tenant: &TenantId) {
+        if let Some(tenants) = self.tenants.lock().expect("webhook tenants lock").as_mut() {
+            tenants.insert(*tenant);
+        }
+    }
+
+    pub(super) fn may_have_endpoints(&self, tenant: &TenantId) -> bool {
+        self.tenants
+            .lock()
+            .expect("webhook tenants lock")
+            .as_ref()
+            .is_none_or(|tenants| tenants.contains(tenant))
+    }
+}

@@ -1,0 +1,255 @@
+//! Webhook endpoints: what a tenant registered, and their sealed secrets. Their deliveries
+//! are in `webhook_deliveries.rs`, and how a turn's stop queues them in `webhook_outbox.rs`.
+
+use chrono::{DateTime, Utc};
+
+use super::Stamp;
+use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
+use crate::model::{Endpoint, EndpointId, TenantId, WebhookEvent};
+
+const ENDPOINT_COLUMNS: &str = "id, tenant_id, url, description, event_mask, auth, enabled, \
+     disabled_reason, previous_until, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+struct EndpointRow {
+    id: EndpointId,
+    tenant_id: TenantId,
+    url: String,
+    description: Option<String>,
+    event_mask: i64,
+    auth: String,
+    enabled: bool,
+    disabled_reason: Option<String>,
+    previous_until: Option<Stamp>,
+    created_at: Stamp,
+    updated_at: Stamp,
+}
+
+impl TryFrom<EndpointRow> for Endpoint {
+    type Error = StoreError;
+
+    fn try_from(row: EndpointRow) -> Result<Self, StoreError> {
+        Ok(Endpoint {
+            id: row.id,
+            tenant_id: row.tenant_id,
+            url: row.url,
+            description: row.description,
+            event_types: WebhookEvent::of_mask(row.event_mask),
+            auth: row.auth.parse().map_err(StoreError::Corrupt)?,
+            enabled: row.enabled,
+            disabled_reason: row.disabled_reason,
+            previous_secret_expires_at: row.previous_until.map(Into::into),
+            created_at: row.created_at.into(),
+            updated_at: row.updated_at.into(),
+        })
+    }
+}
+
+/// An endpoint's secrets as stored (sealed).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SealedSecrets {
+    pub secret: String,
+    pub previous_secret: Option<String>,
+    pub previous_until: Option<Stamp>,
+}
+
+/// What a PATCH changes of an endpoint.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointChange {
+    pub url: Option<String>,
+    pub description: Option<Option<String>>,
+    pub event_mask: Option<i64>,
+    /// `Some(true)` enables it again (its reason and pending retry delay are cleared).
+    pub enabled: Option<bool>,
+}
+
+impl Store {
+    pub async fn count_webhook_endpoints(&self, tenant: &TenantId) -> Result<i64, StoreError> {
+        Ok(with_db!(self, |pool| {
+            sqlx::query_scalar("SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = $1")
+                .bind(tenant)
+                .fetch_one(pool)
+                .await
+        })?)
+    }
+
+    pub async fn insert_webhook_endpoint(
+        &self,
+        tenant: &TenantId,
+        endpoint: &Endpoint,
+        event_mask: i64,
+        sealed_secret: &str,
+    ) -> Result<(), StoreError> {
+        if let super::Db::Sqlite(pools) = &self.db {
+            // Before the endpoint exists: no stop after it may miss it.
+            self.webhook_tenants.loaded(&pools.read).await?.add(tenant);
+        }
+        with_writer!(self, |pool| {
+            sqlx::query(
+                "INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_mask, \
+                 auth, secret, enabled, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+            )
+            .bind(endpoint.id)
+            .bind(tenant)
+            .bind(&endpoint.url)
+            .bind(&endpoint.description)
+            .bind(event_mask)
+            .bind(endpoint.auth.as_str())
+            .bind(sealed_secret)
+            .bind(endpoint.enabled)
+            .bind(Stamp(endpoint.created_at))
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(())
+    }
+
+    pub async fn list_webhook_endpoints(
+        &self,
+        tenant: &TenantId,
+        page: Page,
+    ) -> Result<(Vec<Endpoint>, bool), StoreError> {
+        let rows: Vec<EndpointRow> = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 \
+                 AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
+            )))
+            .bind(tenant)
+            .bind(page.after)
+            .bind(page.fetch_limit())
+            .fetch_all(pool)
+            .await
+        })?;
+        let (rows, more) = finish_page(rows, page);
+        let endpoints = rows
+            .into_iter()
+            .map(Endpoint::try_from)
+            .collect::<Result<_, _>>()?;
+        Ok((endpoints, more))
+    }
+
+    pub async fn get_webhook_endpoint(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+    ) -> Result<Endpoint, StoreError> {
+        let row: EndpointRow = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2"
+            )))
+            .bind(tenant)
+            .bind(id)
+            .fetch_one(pool)
+            .await
+        })?;
+        row.try_into()
+    }
+
+    /// Applies a change; the endpoint as it is then.
+    pub async fn update_webhook_endpoint(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        change: &EndpointChange,
+    ) -> Result<Endpoint, StoreError> {
+        let now = Stamp(crate::model::now());
+        let updated = with_writer!(self, |pool| {
+            sqlx::query(
+                "UPDATE webhook_endpoints SET url = COALESCE($3, url), \
+                 description = CASE WHEN $4 THEN $5 ELSE description END, \
+                 event_mask = COALESCE($6, event_mask), \
+                 enabled = COALESCE($7, enabled), \
+                 disabled_reason = CASE WHEN $7 THEN NULL ELSE disabled_reason END, \
+                 retry_at = CASE WHEN $7 THEN NULL ELSE retry_at END, \
+                 updated_at = $8 WHERE tenant_id = $1 AND id = $2",
+            )
+            .bind(tenant)
+            .bind(id)
+            .bind(&change.url)
+            .bind(change.description.is_some())
+            .bind(change.description.clone().flatten())
+            .bind(change.event_mask)
+            .bind(change.enabled)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        if updated == 0 {
+            return Err(StoreError::NotFound);
+        }
+        self.get_webhook_endpoint(tenant, id).await
+    }
+
+    /// Deletes the endpoint and its deliveries.
+    pub async fn delete_webhook_endpoint(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+    ) -> Result<(), StoreError> {
+        let deleted = with_writer!(self, |pool| {
+            sqlx::query("DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(id)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        if deleted == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    pub async fn get_webhook_secrets(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+    ) -> Result<SealedSecrets, StoreError> {
+        Ok(with_db!(self, |pool| {
+            sqlx::query_as(
+                "SELECT secret, previous_secret, previous_until FROM webhook_endpoints \
+                 WHERE tenant_id = $1 AND id = $2",
+            )
+            .bind(tenant)
+            .bind(id)
+            .fetch_one(pool)
+            .await
+        })?)
+    }
+
+    /// Replaces the secret if it is still `current`; the replaced one signs until `until`.
+    pub async fn rotate_webhook_secret(
+        &self,
+        tenant: &TenantId,
+        id: &EndpointId,
+        current: &str,
+        new: &str,
+        previous: &str,
+        until: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let rotated = with_writer!(self, |pool| {
+            sqlx::query(
+                "UPDATE webhook_endpoints SET secret = $4, previous_secret = $5, \
+                 previous_until = $6, updated_at = $7 \
+                 WHERE tenant_id = $1 AND id = $2 AND secret = $3",
+            )
+            .bind(tenant)
+            .bind(id)
+            .bind(current)
+            .bind(new)
+            .bind(previous)
+            .bind(Stamp(until))
+            .bind(Stamp(crate::model::now()))
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        if rotated == 0 {
+            return Err(StoreError::Stale);
+        }
+        Ok(())
+    }
+}
