@@ -108,3 +108,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod proptests;

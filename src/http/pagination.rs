@@ -84,3 +84,6 @@ fn item_uuid(id: &str) -> Option<uuid::Uuid> {
     }
     uuid::Uuid::try_parse(hex).ok()
 }
+
+#[cfg(test)]
+mod proptests;

@@ -361,3 +361,6 @@ mod tests {
         assert!(open.check(&[named("image.png", "image/png")]).is_err());
     }
 }
+
+#[cfg(test)]
+mod proptests;

@@ -38,19 +38,18 @@ impl FromStr for FrameId {
     /// `3` (the first frame of event 3, as plain seqs always were) or `3.1`.
     fn from_str(s: &str) -> Result<Self, ()> {
         let s = s.trim();
-        let (seq, k) = match s.split_once('.') {
-            Some((seq, k)) => (seq, k.parse().map_err(|_| ())?),
-            None => (s, 0),
-        };
-        // Frame ids are never negative: `-1` is not a frame a client could have received.
-        if !seq.bytes().all(|b| b.is_ascii_digit()) {
+        let (seq, k) = s.split_once('.').unwrap_or((s, "0"));
+        // Frame ids are never negative: `-1` is not a frame a client could have received
+        // (nor is `3.+1`, which integer parsing alone would take).
+        if ![seq, k]
+            .iter()
+            .all(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        {
             return Err(());
         }
-        let seq: u32 = seq.parse().map_err(|_| ())?;
-        Ok(Self {
-            seq: i64::from(seq),
-            k,
-        })
+        let k: u32 = k.parse().map_err(|_| ())?;
+        let seq: i64 = seq.parse().map_err(|_| ())?;
+        Ok(Self { seq, k })
     }
 }
 
@@ -65,7 +64,11 @@ mod tests {
         assert_eq!("3".parse(), Ok(FrameId::new(3, 0)));
         assert_eq!(" 3.1".parse(), Ok(FrameId::new(3, 1)));
         assert_eq!("0".parse(), Ok(FrameId::new(0, 0)));
-        for bad in ["", "x", "3.", ".1", "3.-1", "3.1.2", "-1", "-1.0", "+3"] {
+        // Seqs are i64: a long session's ids parse back too.
+        assert_eq!("4294967296.1".parse(), Ok(FrameId::new(1 << 32, 1)));
+        for bad in [
+            "", "x", "3.", ".1", "3.-1", "3.+1", "3.1.2", "-1", "-1.0", "+3",
+        ] {
             assert!(bad.parse::<FrameId>().is_err(), "{bad}");
         }
         assert!(FrameId::new(2, 9) < FrameId::new(3, 0));
@@ -73,3 +76,6 @@ mod tests {
         assert!(FrameId::START < FrameId::new(0, 0));
     }
 }
+
+#[cfg(test)]
+mod proptests;
