@@ -220,20 +220,20 @@ async fn the_document_names_who_may_call_each_route_and_the_headers_it_uses() {
         ok["content"]["text/event-stream"]["schema"]["$ref"]
             .as_str()
             .unwrap()
-            .ends_with("AapEvent")
+            .ends_with("AapStream")
     );
     assert!(ok["content"]["application/json"].is_object());
     assert!(post_turn["responses"]["409"]["headers"]["Retry-After"].is_object());
     assert!(post_turn["responses"]["429"]["headers"]["Retry-After"].is_object());
 
     for (path, event) in [
-        ("/sessions/{session_id}/events", "AapEvent"),
-        ("/sessions/{session_id}/turns/{turn_id}/events", "AapEvent"),
+        ("/sessions/{session_id}/events", "AapStream"),
+        ("/sessions/{session_id}/turns/{turn_id}/events", "AapStream"),
         (
             "/agentscope/responses/{response_id}/events",
-            "AgentScopeEvent",
+            "AgentScopeStream",
         ),
-        ("/acp/runs/{run_id}/events", "AcpEvent"),
+        ("/acp/runs/{run_id}/events", "AcpStream"),
     ] {
         let op = operation(&document, "get", path);
         assert_eq!(parameter_names(op, "header"), ["Last-Event-ID"], "{path}");
@@ -464,9 +464,25 @@ async fn real_responses_match_the_documented_schemas() {
         .await;
     let frames = stream.until_turn_stop().await;
     assert!(frames.len() >= 3, "{frames:?}");
+    // An event is `{event, id, data}` with `data` a JSON text of the event's `contentSchema`.
+    let events = document["components"]["schemas"]["AapStream"]["oneOf"]
+        .as_array()
+        .unwrap();
     for frame in &frames {
-        let event = json!({"event": frame.event, "data": frame.data});
-        validate(&document, &component("AapEvent"), &event, "an AAP frame");
+        let described = events
+            .iter()
+            .find(|e| e["properties"]["event"]["enum"][0] == frame.event.as_str())
+            .unwrap_or_else(|| panic!("the AAP event `{}` is not described", frame.event));
+        let id = frame.id.unwrap().to_string();
+        let event = json!({"event": frame.event, "id": id, "data": frame.data.to_string()});
+        validate(&document, &component("AapStream"), &event, "an AAP event");
+        let payload = &described["properties"]["data"]["contentSchema"];
+        validate(
+            &document,
+            payload,
+            &frame.data,
+            &format!("the data of `{}`", frame.event),
+        );
     }
     check(
         &document,

@@ -17,7 +17,7 @@ use crate::store::Deltas;
     security(("tenant" = [])),
     params(("session_id" = String, Path, description = "A session id (`sess_…`)"), EventsQuery, ("after" = Option<u64>, Query, description = "Resume after this event id"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id (wins over `after`)")),
     responses(
-        (status = 200, description = "The events as SSE", content_type = "text/event-stream", body = doc::AapEvent),
+        (status = 200, description = "The events as SSE", content_type = "text/event-stream", body = doc::AapStream),
         (status = 400, description = "A cursor that is not an event id", body = doc::ErrorBody),
         (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
     ))]

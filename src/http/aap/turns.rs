@@ -35,7 +35,7 @@ fn turn_id(raw: &str) -> Result<TurnId, ApiError> {
     request_body = PostTurnRequest,
     responses(
         (status = 200, description = "The turn's result (`stream: \"none\"`) or its events as SSE (`delta`, `message`)",
-            content((PostTurnResponse = "application/json"), (doc::AapEvent = "text/event-stream")),
+            content((PostTurnResponse = "application/json"), (doc::AapStream = "text/event-stream")),
             headers(("Agentry-Turn-Id" = String, description = "The turn this response belongs to"))),
         (status = 400, description = "The body is not valid JSON, or a field is wrong", body = doc::ErrorBody),
         (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
@@ -187,7 +187,7 @@ pub(super) fn cursor(resume: &ResumeFrom) -> Result<i64, ApiError> {
     security(("tenant" = [])),
     params(("session_id" = String, Path, description = "A session id (`sess_…`)"), ("turn_id" = String, Path, description = "A turn id (`turn_…`)"), EventsQuery, ("after" = Option<u64>, Query, description = "Resume after this event id"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id (wins over `after`)")),
     responses(
-        (status = 200, description = "The events as SSE", content_type = "text/event-stream", body = doc::AapEvent, headers(("Agentry-Turn-Id" = String, description = "The turn this response belongs to"))),
+        (status = 200, description = "The events as SSE", content_type = "text/event-stream", body = doc::AapStream, headers(("Agentry-Turn-Id" = String, description = "The turn this response belongs to"))),
         (status = 400, description = "A cursor that is not an event id", body = doc::ErrorBody),
         (status = 404, description = "No such turn of this tenant", body = doc::ErrorBody),
     ))]

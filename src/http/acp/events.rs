@@ -22,7 +22,7 @@ use crate::http::cursor::ResumeFrom;
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this frame (wins over `after`)")),
     responses(
         (status = 200, description = "The run's events; as SSE with `Accept: text/event-stream` (replayed, then live until the run stops or awaits)",
-            content((EventList = "application/json"), (crate::http::acp::wire::EventObject = "text/event-stream"))),
+            content((EventList = "application/json"), (crate::http::openapi::schemas::AcpStream = "text/event-stream"))),
         (status = 404, description = "No such run of this tenant", body = AcpErrorBody),
         (status = 422, description = "A cursor that is not a frame id", body = AcpErrorBody),
     ))]

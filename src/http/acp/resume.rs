@@ -25,7 +25,7 @@ use crate::model::{Content, ContentBlock, ContentEncoding, Part, StreamMode};
     request_body = crate::http::openapi::schemas::AcpRunResumeRequest,
     responses(
         (status = 200, description = "`sync`: the run once it stopped again; `stream`: its events as SSE",
-            content((RunObject = "application/json"), (crate::http::acp::wire::EventObject = "text/event-stream"))),
+            content((RunObject = "application/json"), (crate::http::openapi::schemas::AcpStream = "text/event-stream"))),
         (status = 202, description = "`async`: the run as it resumed", body = RunObject),
         (status = 403, description = "The run does not await answers", body = AcpErrorBody),
         (status = 400, description = "The session ids disagree, or the body cannot be read", body = AcpErrorBody),

@@ -90,7 +90,7 @@ fn input_error(error: EngineError, origins: &Origins) -> AcpError {
     request_body = crate::http::openapi::schemas::AcpRunCreateRequest,
     responses(
         (status = 200, description = "`sync`: the run once it stopped; `stream`: its events as SSE",
-            content((RunObject = "application/json"), (crate::http::acp::wire::EventObject = "text/event-stream")), headers(("Run-ID" = String, description = "The run's UUID"))),
+            content((RunObject = "application/json"), (crate::http::openapi::schemas::AcpStream = "text/event-stream")), headers(("Run-ID" = String, description = "The run's UUID"))),
         (status = 202, description = "`async`: the run as it started", body = RunObject, headers(("Run-ID" = String, description = "The run's UUID"))),
         (status = 400, description = "The session ids disagree, or the body cannot be read", body = AcpErrorBody),
         (status = 404, description = "No such agent, session or run", body = AcpErrorBody),

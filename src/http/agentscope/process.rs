@@ -19,7 +19,7 @@ use crate::engine::{
 use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
-use crate::http::openapi::schemas::AgentScopeEvent;
+use crate::http::openapi::schemas::AgentScopeStream;
 use crate::http::sse::{self, Frame};
 use crate::model::{
     Event, FieldError, HistoryMessage, Session, StreamMode, ToolSpec, Turn, TurnId,
@@ -36,7 +36,7 @@ const SCOPE: &str = "agentscope";
     request_body = crate::http::openapi::schemas::AgentScopeRequest,
     responses(
         (status = 200, description = "The response's objects as SSE (a refused request gets one refusal event), or with `stream: false` the final response",
-            content((AgentScopeEvent = "text/event-stream"), (ResponseObject = "application/json")),
+            content((AgentScopeStream = "text/event-stream"), (ResponseObject = "application/json")),
             headers(("Agentry-Turn-Id" = String, description = "The turn answering the request (streams)"))),
         (status = 400, description = "A field is wrong (`stream: false`; a stream gets a refusal event)", body = crate::http::openapi::schemas::ErrorBody),
         (status = 404, description = "No such agent or session (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody),
@@ -60,7 +60,7 @@ pub async fn process(
     request_body = crate::http::openapi::schemas::AgentScopeRequest,
     responses(
         (status = 200, description = "The response's objects as SSE (a refused request gets one refusal event), or with `stream: false` the final response",
-            content((AgentScopeEvent = "text/event-stream"), (ResponseObject = "application/json")),
+            content((AgentScopeStream = "text/event-stream"), (ResponseObject = "application/json")),
             headers(("Agentry-Turn-Id" = String, description = "The turn answering the request (streams)"))),
         (status = 400, description = "A field is wrong (`stream: false`; a stream gets a refusal event)", body = crate::http::openapi::schemas::ErrorBody),
         (status = 404, description = "No such agent or session (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody),
@@ -414,7 +414,7 @@ async fn respond(
     params(("response_id" = String, Path, description = "The request `id`, or the turn id when the request had none"),
         ("after" = Option<u64>, Query, description = "Resume after this sequence number"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this frame (wins over `after`)")),
     responses(
-        (status = 200, description = "The response's objects as SSE", content_type = "text/event-stream", body = AgentScopeEvent,
+        (status = 200, description = "The response's objects as SSE", content_type = "text/event-stream", body = AgentScopeStream,
             headers(("Agentry-Turn-Id" = String, description = "The turn answering the request"))),
         (status = 400, description = "A cursor that is not a sequence number", body = crate::http::openapi::schemas::ErrorBody),
         (status = 404, description = "No such response of this tenant", body = crate::http::openapi::schemas::ErrorBody),

@@ -8,7 +8,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::error::ErrorCode;
 use crate::model::{Content, Credential, CredentialId, StopReason, TenantId, TokenId, TurnError};
@@ -177,22 +179,6 @@ pub enum InputMessage {
         #[schema(required = false)]
         reason: Option<String>,
     },
-}
-
-/// One frame of an AAP event stream: `event:` names it, `data:` holds the object, `id:` is
-/// the event's sequence number in the session (send it back as `Last-Event-ID`). Delta mode
-/// sends `text_delta`/`thinking_delta`; message mode sends whole `text`/`thinking` blocks.
-#[derive(Serialize, ToSchema)]
-#[serde(tag = "event", content = "data", rename_all = "snake_case")]
-pub enum AapEvent {
-    TurnStart(Empty),
-    TextDelta(Delta),
-    ThinkingDelta(Delta),
-    Text(TextBlock),
-    Thinking(ThinkingBlock),
-    ToolCall(ToolCall),
-    ToolResult(ToolResult),
-    TurnStop(TurnStop),
 }
 
 #[derive(Serialize, ToSchema)]
@@ -399,4 +385,122 @@ pub struct AcpPartIn {
 pub enum AgentScopeUnprocessable {
     Validation(AgentScopeValidationError),
     Error(ErrorBody),
+}
+
+// ---- event streams ----
+//
+// A `text/event-stream` response is described by the schema of one event, as OpenAPI 3.2
+// does with `itemSchema`: `event` (the SSE event name, `message` when the frame names
+// none), `id`, and `data`, a JSON text whose schema is `contentSchema`.
+
+/// One SSE event: `event` fixed when `name` is given, `id` matching `id_pattern`, `data` a
+/// JSON text of `payload`.
+fn sse_event(name: Option<&str>, id_pattern: &str, payload: &str) -> Schema {
+    let event = match name {
+        Some(name) => ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some([name])),
+        None => ObjectBuilder::new().schema_type(Type::String),
+    };
+    let data = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some("A JSON text"))
+        .content_media_type("application/json")
+        .content_schema(Some(Ref::from_schema_name(payload)));
+    let mut object = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("event", event)
+        .property(
+            "id",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(id_pattern)),
+        )
+        .property("data", data)
+        .required("data");
+    if let Some(name) = name {
+        object = object.title(Some(name)).required("event");
+    }
+    object.build().into()
+}
+
+type Schemas = Vec<(String, RefOr<Schema>)>;
+
+fn register<T: ToSchema>(schemas: &mut Schemas) {
+    schemas.push((T::name().into_owned(), T::schema()));
+    T::schemas(schemas);
+}
+
+/// The events of an AAP stream: the SSE event name says which, `id` is the event's
+/// sequence number in the session (send it back as `Last-Event-ID`). Delta mode sends
+/// `text_delta` and `thinking_delta`; message mode whole `text` and `thinking` blocks.
+pub struct AapStream;
+
+/// AAP's event names and the schema of each one's data.
+pub const AAP_EVENTS: [(&str, &str); 8] = [
+    ("turn_start", "Empty"),
+    ("text_delta", "Delta"),
+    ("thinking_delta", "Delta"),
+    ("text", "TextBlock"),
+    ("thinking", "ThinkingBlock"),
+    ("tool_call", "ToolCall"),
+    ("tool_result", "ToolResult"),
+    ("turn_stop", "TurnStop"),
+];
+
+impl PartialSchema for AapStream {
+    fn schema() -> RefOr<Schema> {
+        let mut one_of = OneOfBuilder::new().description(Some(
+            "One event of the stream; `data` holds the object named by `event`",
+        ));
+        for (name, payload) in AAP_EVENTS {
+            one_of = one_of.item(sse_event(Some(name), "^[0-9]+$", payload));
+        }
+        one_of.into()
+    }
+}
+
+impl ToSchema for AapStream {
+    fn schemas(schemas: &mut Schemas) {
+        register::<Empty>(schemas);
+        register::<Delta>(schemas);
+        register::<TextBlock>(schemas);
+        register::<ThinkingBlock>(schemas);
+        register::<ToolCall>(schemas);
+        register::<ToolResult>(schemas);
+        register::<TurnStop>(schemas);
+    }
+}
+
+/// The events of an AgentScope stream: `data` is the response, a message or a content
+/// object as it changes, `id` its sequence number; a request refused before its response
+/// started gets one refusal event without an id.
+pub struct AgentScopeStream;
+
+impl PartialSchema for AgentScopeStream {
+    fn schema() -> RefOr<Schema> {
+        sse_event(None, "^[0-9]+$", "AgentScopeEvent").into()
+    }
+}
+
+impl ToSchema for AgentScopeStream {
+    fn schemas(schemas: &mut Schemas) {
+        register::<AgentScopeEvent>(schemas);
+    }
+}
+
+/// The events of an ACP stream: `data` is an ACP event, `id` the frame id (`3`, `3.1`) to
+/// resume after.
+pub struct AcpStream;
+
+impl PartialSchema for AcpStream {
+    fn schema() -> RefOr<Schema> {
+        sse_event(None, "^[0-9]+(\\.[0-9]+)?$", "AcpEvent").into()
+    }
+}
+
+impl ToSchema for AcpStream {
+    fn schemas(schemas: &mut Schemas) {
+        register::<crate::http::acp::wire::EventObject>(schemas);
+    }
 }
