@@ -11,7 +11,7 @@ use crate::model::{FieldError, Quota, QuotaExceeded};
 use crate::store::StoreError;
 
 /// Every error code the API returns, and its HTTP status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     InvalidRequest,

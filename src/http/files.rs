@@ -8,6 +8,14 @@ use crate::error::{ApiError, OrNotFound};
 use crate::http::TenantAuth;
 use crate::model::FileId;
 
+/// A stored part's content, served with the content type it was stored with.
+#[utoipa::path(get, path = "/files/{file_id}", tag = "AAP",
+    security(("tenant" = [])),
+    params(("file_id" = String, Path, description = "A file id (`file_…`), from a part's `contentUrl`")),
+    responses(
+        (status = 200, description = "The content, with its stored content type", content(("*/*"))),
+        (status = 404, description = "No such file of this tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn get_file(
     auth: TenantAuth,
     state: web::Data<AppState>,

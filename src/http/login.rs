@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::app::AppState;
 use crate::auth;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::openapi::schemas as doc;
 
 #[derive(Deserialize)]
 struct TokenRequest {
@@ -23,6 +24,20 @@ struct TokenResponse {
     expires_in: u64,
 }
 
+/// Exchanges client credentials for a tenant bearer token.
+#[utoipa::path(post, path = "/auth/token", tag = "authentication", operation_id = "login",
+    request_body(description = "Client credentials", content(
+        (doc::TokenRequest = "application/json"),
+        (doc::TokenRequest = "application/x-www-form-urlencoded"),
+    )),
+    responses(
+        (status = 200, description = "A bearer token", body = doc::TokenResponse),
+        (status = 400, description = "The body is not valid JSON or form, or a field is wrong", body = doc::ErrorBody),
+        (status = 401, description = "Unknown client or wrong secret", body = doc::ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = doc::ErrorBody),
+        (status = 429, description = "Too many failed attempts", body = doc::ErrorBody,
+            headers(("Retry-After" = u32, description = "Seconds before another attempt may succeed"))),
+    ))]
 pub async fn issue_token(
     state: web::Data<AppState>,
     req: HttpRequest,

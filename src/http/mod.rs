@@ -8,10 +8,12 @@ mod body;
 mod caller;
 pub mod cors;
 mod cursor;
+mod docs;
 mod files;
 pub mod forwarded;
 mod limits;
 mod login;
+pub mod openapi;
 mod ops;
 mod pagination;
 pub mod ratelimit;
@@ -46,6 +48,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         // operations
         .service(web::resource("/healthz").get(ops::healthz))
         .service(web::resource("/readyz").get(ops::readyz))
+        // the API description
+        .service(web::resource("/openapi.json").get(docs::get_openapi))
+        .service(web::resource("/docs").get(docs::get_docs))
+        .service(web::resource("/docs/{asset}").get(docs::get_docs_asset))
         // authentication
         .service(web::resource("/auth/token").post(login::issue_token))
         // administration

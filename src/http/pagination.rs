@@ -10,9 +10,13 @@ use crate::store::Page;
 pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 200;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// The `next` cursor of the previous page.
     pub after: Option<String>,
+    /// Items per page, 1 to 200 (50 when omitted).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
 }
 

@@ -69,6 +69,18 @@ macro_rules! typed_id {
             }
         }
 
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .pattern(Some(concat!("^", $prefix, "[0-9a-f]{32}$")))
+                    .examples([concat!($prefix, "0194f0c2a1b27c3d8e9f0a1b2c3d4e5f")])
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;

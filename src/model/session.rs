@@ -26,7 +26,7 @@ pub struct Session {
 }
 
 /// A tool declaration: a client tool in a request, or a server tool in `/meta`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolSpec {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,7 +36,7 @@ pub struct ToolSpec {
 }
 
 /// A server tool enabled for a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ServerToolRef {
     pub name: String,
     #[serde(default)]

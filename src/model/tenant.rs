@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CredentialId, TenantId, TokenId};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Tenant {
     pub id: TenantId,
     pub name: String,
@@ -16,7 +16,7 @@ pub struct Tenant {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TenantStatus {
     Active,
@@ -51,7 +51,7 @@ impl FromStr for TenantStatus {
 }
 
 /// A client credential. Its secret exists only as an argon2id hash in the store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Credential {
     pub client_id: CredentialId,
     pub tenant_id: TenantId,
@@ -61,7 +61,7 @@ pub struct Credential {
 
 /// A long-lived tenant token minted by an admin (an "API key"), recorded so it can be
 /// listed and revoked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ApiToken {
     pub jti: TokenId,
     pub tenant_id: TenantId,

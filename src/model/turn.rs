@@ -30,7 +30,7 @@ pub struct Turn {
 }
 
 /// queued → running → completed | failed | cancelled | interrupted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
     Queued,
@@ -58,7 +58,7 @@ impl TurnStatus {
 }
 
 /// How the client asked to receive the turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StreamMode {
     #[default]
@@ -68,7 +68,7 @@ pub enum StreamMode {
 }
 
 /// Why a turn stopped, as AAP names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     EndTurn,
@@ -79,7 +79,7 @@ pub enum StopReason {
 }
 
 /// Why a turn failed, was cancelled or was interrupted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TurnError {
     pub code: String,
     pub message: String,
@@ -98,7 +98,7 @@ impl TurnError {
 }
 
 /// What a turn consumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Usage {
     #[serde(default)]
     pub input_tokens: u64,

@@ -22,6 +22,7 @@ mod mcp;
 mod mcp_http;
 mod meta;
 mod nul;
+mod openapi;
 mod persistence;
 mod processes;
 mod provider_safety;

@@ -8,9 +8,19 @@ use crate::app::AppState;
 use crate::engine::Follow;
 use crate::error::ApiError;
 use crate::http::cursor::ResumeFrom;
+use crate::http::openapi::schemas as doc;
 use crate::model::StreamMode;
 use crate::store::Deltas;
 
+/// The session's events after the cursor, replayed from the log, then live.
+#[utoipa::path(get, path = "/sessions/{session_id}/events", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), EventsQuery, ("after" = Option<u64>, Query, description = "Resume after this event id"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id (wins over `after`)")),
+    responses(
+        (status = 200, description = "The events as SSE", content_type = "text/event-stream", body = doc::AapStream),
+        (status = 400, description = "A cursor that is not an event id", body = doc::ErrorBody),
+        (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
+    ))]
 pub async fn session_events(
     path: PathSession,
     state: web::Data<AppState>,

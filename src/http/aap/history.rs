@@ -5,29 +5,46 @@ use std::collections::BTreeMap;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::PathSession;
 use super::wire::{HistoryResponse, aap_history};
 use crate::app::AppState;
 use crate::config::HistoryType;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::openapi::schemas as doc;
 use crate::http::pagination;
 
 /// Messages per page when a client names no `limit`, and the most it may ask for.
 pub const DEFAULT_HISTORY_PAGE: u32 = 100;
 pub const MAX_HISTORY_PAGE: u32 = 1000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct HistoryQuery {
+    /// Which history: `full` or `compacted` (required).
     #[serde(rename = "type")]
+    #[param(required = true, pattern = "^(full|compacted)$")]
     kind: Option<String>,
+    /// Messages per page, 1 to 1000 (100 when omitted).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
+    /// The `next` cursor of the previous page.
     after: Option<String>,
 }
 
 /// A page of the session's history: `limit` messages (100 unless asked, at most 1000)
 /// after the `after` cursor, and `next` (also as a `Link: <…>; rel="next"` header) when
 /// more follow. A client that sends no cursor gets the first page.
+#[utoipa::path(get, path = "/sessions/{session_id}/history", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), HistoryQuery),
+    responses(
+        (status = 200, description = "A page of the history", body = HistoryResponse,
+            headers(("Link" = String, description = "`<…>; rel=\"next\"` when more follow"))),
+        (status = 400, description = "A bad `type`, `limit` or `after`", body = doc::ErrorBody),
+        (status = 404, description = "No such session, or its agent keeps no history of this type", body = doc::ErrorBody),
+    ))]
 pub async fn get_history(
     path: PathSession,
     state: web::Data<AppState>,

@@ -9,7 +9,17 @@ use crate::app::AppState;
 use crate::config::{ImageInput, OptionKind};
 use crate::engine::REDACTED;
 use crate::error::ApiError;
+use crate::http::openapi::schemas as doc;
 
+/// The agents this server hosts. Public unless `auth.public_meta` is false, then it takes a
+/// tenant or admin token.
+#[utoipa::path(get, path = "/meta", tag = "AAP",
+    security((), ("tenant" = []), ("admin" = [])),
+    responses(
+        (status = 200, description = "The agents and their capabilities", body = MetaResponse),
+        (status = 401, description = "A token is required (`auth.public_meta = false`) and none valid was sent", body = doc::ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = doc::ErrorBody),
+    ))]
 pub async fn get_meta(
     state: web::Data<AppState>,
     req: HttpRequest,

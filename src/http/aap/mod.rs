@@ -7,7 +7,7 @@ pub mod parts;
 mod render;
 pub mod sessions;
 pub mod turns;
-mod wire;
+pub(in crate::http) mod wire;
 
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};

@@ -3,33 +3,46 @@
 
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::PathSession;
 use crate::app::AppState;
 use crate::config::HistoryType;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::openapi::schemas as doc;
 use crate::model::{ContentBlock, HistoryMessage, Part, PartGlob};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PartsQuery {
+    /// Only parts whose name matches this glob (`*`, `**`, `{a,b}`).
     glob: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct PartsResponse {
     parts: Vec<ListedPart>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ListedPart {
     /// The message's position in the full history.
     position: usize,
+    /// `system`, `user`, `assistant` or `tool`.
     role: &'static str,
     #[serde(flatten)]
     part: Part,
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}/parts", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), PartsQuery),
+    responses(
+        (status = 200, description = "The named parts, in history order", body = PartsResponse),
+        (status = 400, description = "A bad glob", body = doc::ErrorBody),
+        (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
+    ))]
 pub async fn list_parts(
     path: PathSession,
     state: web::Data<AppState>,

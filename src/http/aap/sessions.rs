@@ -10,10 +10,18 @@ use crate::app::AppState;
 use crate::engine::redact;
 use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::openapi::schemas as doc;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
 use crate::model::HistoryMessage;
 
+#[utoipa::path(post, path = "/sessions", tag = "AAP",
+    security(("tenant" = [])),
+    request_body = CreateSessionRequest,
+    responses(
+        (status = 201, description = "The session was created", body = CreateSessionResponse),
+        (status = 400, description = "The body is not valid JSON or a field is wrong (an unknown agent, tool or option)", body = doc::ErrorBody),
+    ))]
 pub async fn create_session(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -42,6 +50,14 @@ pub async fn create_session(
     }))
 }
 
+/// The tenant's sessions, oldest first, a page at a time.
+#[utoipa::path(get, path = "/sessions", tag = "AAP",
+    security(("tenant" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of sessions", body = SessionList),
+        (status = 400, description = "A bad `limit` or `after`", body = doc::ErrorBody),
+    ))]
 pub async fn list_sessions(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -60,10 +76,25 @@ pub async fn list_sessions(
     Ok(HttpResponse::Ok().json(SessionList { sessions, next }))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)")),
+    responses(
+        (status = 200, description = "The session", body = SessionInfo),
+        (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
+    ))]
 pub async fn get_session(path: PathSession) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(SessionInfo::from(redact(path.session))))
 }
 
+/// Deletes the session with its history and events; its running turn is stopped.
+#[utoipa::path(delete, path = "/sessions/{session_id}", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
+    ))]
 pub async fn delete_session(
     auth: TenantAuth,
     state: web::Data<AppState>,

@@ -4,6 +4,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
+use utoipa::IntoParams;
 
 use super::render::AapRenderer;
 use super::wire::{PostTurnRequest, PostTurnResponse, TurnInfo, TurnList, parse_input_message};
@@ -14,6 +15,7 @@ use crate::engine::{Follow, TurnRequest, turn_messages};
 use crate::error::{ApiError, OrNotFound};
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
+use crate::http::openapi::schemas as doc;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TURN_ID_HEADER, parse_json, sse};
 use crate::model::{EventData, StopReason, StreamMode, TurnError, TurnId};
@@ -25,6 +27,23 @@ fn turn_id(raw: &str) -> Result<TurnId, ApiError> {
     raw.parse().map_err(|_| ApiError::not_found("turn"))
 }
 
+/// Starts a turn: answers when it ends (`stream: "none"`) or streams its events.
+#[utoipa::path(post, path = "/sessions/{session_id}/turns", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry with the same key and body gets the same turn")),
+    request_body = PostTurnRequest,
+    responses(
+        (status = 200, description = "The turn's result (`stream: \"none\"`) or its events as SSE (`delta`, `message`)",
+            content((PostTurnResponse = "application/json"), (doc::AapStream = "text/event-stream")),
+            headers(("Agentry-Turn-Id" = String, description = "The turn this response belongs to"))),
+        (status = 400, description = "The body is not valid JSON, or a field is wrong", body = doc::ErrorBody),
+        (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
+        (status = 409, description = "The session is running another turn, or its agent is gone", body = doc::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+        (status = 422, description = "The Idempotency-Key was used with another body", body = doc::ErrorBody),
+        (status = 429, description = "Too many turns are waiting", body = doc::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+        (status = 503, description = "The server is shutting down", body = doc::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+    ))]
 pub async fn post_turn(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -144,8 +163,10 @@ pub(super) fn render_stream(
     sse::response(frames, keep_alive, turn.copied())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
+    /// `delta` (the default) or `message` (whole blocks at each message's end).
     pub stream: Option<StreamMode>,
 }
 
@@ -161,6 +182,15 @@ pub(super) fn cursor(resume: &ResumeFrom) -> Result<i64, ApiError> {
     }
 }
 
+/// The turn's events after the cursor, replayed from the log, then live until it ends.
+#[utoipa::path(get, path = "/sessions/{session_id}/turns/{turn_id}/events", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), ("turn_id" = String, Path, description = "A turn id (`turn_…`)"), EventsQuery, ("after" = Option<u64>, Query, description = "Resume after this event id"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id (wins over `after`)")),
+    responses(
+        (status = 200, description = "The events as SSE", content_type = "text/event-stream", body = doc::AapStream, headers(("Agentry-Turn-Id" = String, description = "The turn this response belongs to"))),
+        (status = 400, description = "A cursor that is not an event id", body = doc::ErrorBody),
+        (status = 404, description = "No such turn of this tenant", body = doc::ErrorBody),
+    ))]
 pub async fn turn_events(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -192,6 +222,15 @@ pub async fn turn_events(
     ))
 }
 
+/// The session's turns, oldest first, a page at a time.
+#[utoipa::path(get, path = "/sessions/{session_id}/turns", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), ListQuery),
+    responses(
+        (status = 200, description = "A page of turns", body = TurnList),
+        (status = 400, description = "A bad `limit` or `after`", body = doc::ErrorBody),
+        (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
+    ))]
 pub async fn list_turns(
     path: PathSession,
     state: web::Data<AppState>,
@@ -209,6 +248,13 @@ pub async fn list_turns(
     }))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}/turns/{turn_id}", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), ("turn_id" = String, Path, description = "A turn id (`turn_…`)")),
+    responses(
+        (status = 200, description = "The turn's record", body = TurnInfo),
+        (status = 404, description = "No such turn of this tenant", body = doc::ErrorBody),
+    ))]
 pub async fn get_turn(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -224,6 +270,13 @@ pub async fn get_turn(
 }
 
 /// Stops the turn and answers with its record once it has ended; idempotent.
+#[utoipa::path(post, path = "/sessions/{session_id}/turns/{turn_id}/cancel", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), ("turn_id" = String, Path, description = "A turn id (`turn_…`)")),
+    responses(
+        (status = 200, description = "The turn's record, once it has ended", body = TurnInfo),
+        (status = 404, description = "No such turn of this tenant", body = doc::ErrorBody),
+    ))]
 pub async fn cancel_turn(
     auth: TenantAuth,
     state: web::Data<AppState>,

@@ -5,21 +5,24 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::config::OptionKind;
 use crate::engine::SessionView;
 use crate::model::{HistoryMessage, ServerToolRef, ToolSpec};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateSessionRequest {
     pub agent: AgentConfigIn,
+    /// History the session starts with.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<HistoryMessage>>)]
     pub messages: Option<Vec<Value>>,
     #[serde(default)]
     pub tools: Option<Vec<ToolSpec>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct AgentConfigIn {
     pub name: String,
     #[serde(default)]
@@ -28,13 +31,13 @@ pub struct AgentConfigIn {
     pub options: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSessionResponse {
     pub session_id: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     pub session_id: String,
@@ -44,7 +47,7 @@ pub struct SessionInfo {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct AgentConfigOut {
     pub name: String,
     pub tools: Vec<ServerToolRef>,
@@ -66,14 +69,14 @@ impl From<SessionView> for SessionInfo {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct SessionList {
     pub sessions: Vec<SessionInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct HistoryResponse {
     pub history: BTreeMap<&'static str, Vec<HistoryMessage>>,
     /// The cursor of the next page, when more follow (an agentry extension).
@@ -120,13 +123,13 @@ pub fn aap_history(messages: Vec<HistoryMessage>) -> Vec<HistoryMessage> {
         .collect()
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct MetaResponse {
     pub version: u32,
     pub agents: Vec<AgentInfo>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct AgentInfo {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,7 +144,7 @@ pub struct AgentInfo {
     pub capabilities: Value,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct AgentOption {
     #[serde(rename = "type")]
     pub kind: OptionKind,
@@ -155,19 +158,20 @@ pub struct AgentOption {
     pub default: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct PostTurnRequest {
     #[serde(default)]
     pub agent: Option<AgentOverride>,
     #[serde(default)]
     pub stream: Option<crate::model::StreamMode>,
+    #[schema(value_type = Vec<crate::http::openapi::schemas::InputMessage>)]
     pub messages: Vec<Value>,
     #[serde(default)]
     pub tools: Option<Vec<ToolSpec>>,
 }
 
 /// `agent` on a turn: the name may be repeated but not changed.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct AgentOverride {
     #[serde(default)]
     pub name: Option<String>,
@@ -177,7 +181,7 @@ pub struct AgentOverride {
     pub options: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PostTurnResponse {
     pub stop_reason: crate::model::StopReason,
@@ -189,7 +193,7 @@ pub struct PostTurnResponse {
 }
 
 /// A turn's record (an agentry extension of AAP).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnInfo {
     pub turn_id: String,
@@ -231,7 +235,7 @@ impl From<crate::model::Turn> for TurnInfo {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct TurnList {
     pub turns: Vec<TurnInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::error::AcpError;
 use super::wire::{
-    AgentList, AgentManifest, AgentMetadata, AgentryAnnotation, Annotations, SchemaPart,
+    AgentList, AgentManifest, AgentMetadata, AgentryAnnotation, Annotations,
+    ErrorObject as AcpErrorBody, SchemaPart,
 };
 use crate::agents::Agent;
 use crate::app::AppState;
@@ -16,11 +17,17 @@ use crate::config::SchemaPartSettings;
 use crate::error::ApiError;
 use crate::http::TenantAuth;
 
+#[utoipa::path(get, path = "/acp/ping", tag = "ACP", operation_id = "acp_ping",
+    security(("tenant" = [])),
+    responses((status = 200, description = "The face is up", body = crate::http::openapi::schemas::Empty)))]
 pub async fn ping(auth: Result<TenantAuth, ApiError>) -> Result<HttpResponse, AcpError> {
     auth?;
     Ok(HttpResponse::Ok().json(json!({})))
 }
 
+#[utoipa::path(get, path = "/acp/agents", tag = "ACP", operation_id = "acp_list_agents",
+    security(("tenant" = [])),
+    responses((status = 200, description = "The agents' manifests", body = AgentList)))]
 pub async fn list_agents(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
@@ -30,6 +37,13 @@ pub async fn list_agents(
     Ok(HttpResponse::Ok().json(AgentList { agents }))
 }
 
+#[utoipa::path(get, path = "/acp/agents/{name}", tag = "ACP", operation_id = "acp_get_agent",
+    security(("tenant" = [])),
+    params(("name" = String, Path, description = "An agent name")),
+    responses(
+        (status = 200, description = "The agent's manifest", body = AgentManifest),
+        (status = 404, description = "No such agent", body = AcpErrorBody),
+    ))]
 pub async fn get_agent(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,

@@ -4,7 +4,7 @@ use actix_web::{HttpResponse, web};
 
 use super::error::AcpError;
 use super::replay::{load_run, replay};
-use super::wire::RunStatus;
+use super::wire::{ErrorObject as AcpErrorBody, RunObject, RunStatus};
 use crate::app::AppState;
 use crate::engine::EngineError;
 use crate::error::ApiError;
@@ -13,6 +13,14 @@ use crate::http::TenantAuth;
 /// `POST /acp/runs/{id}/cancel`: stops a created or running run; an awaiting one ends
 /// with its pending calls answered as cancelled, so the session can go on. 403 for a run
 /// that already ended.
+#[utoipa::path(post, path = "/acp/runs/{run_id}/cancel", tag = "ACP", operation_id = "acp_cancel_run",
+    security(("tenant" = [])),
+    params(("run_id" = String, Path, description = "A run id: its UUID, or `run_…`")),
+    responses(
+        (status = 202, description = "The run, cancelled", body = RunObject),
+        (status = 403, description = "The run has already ended", body = AcpErrorBody),
+        (status = 404, description = "No such run of this tenant", body = AcpErrorBody),
+    ))]
 pub async fn cancel_run(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,

@@ -5,7 +5,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use super::error::AcpError;
 use super::frame_id::FrameId;
 use super::replay::{Cursor, identity, load_run, replay, sse_response, stream};
-use super::wire::EventList;
+use super::wire::{ErrorObject as AcpErrorBody, EventList};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::http::TenantAuth;
@@ -15,6 +15,17 @@ use crate::http::cursor::ResumeFrom;
 /// `Accept: text/event-stream`, the events as SSE (replayed, then live until the run stops
 /// or awaits). `?after=` or `Last-Event-ID` (a frame id, `3` or `3.1`) skip what a
 /// client already has: the frames up to and including that one.
+#[utoipa::path(get, path = "/acp/runs/{run_id}/events", tag = "ACP", operation_id = "acp_run_events",
+    security(("tenant" = [])),
+    params(("run_id" = String, Path, description = "A run id: its UUID, or `run_…`"),
+        ("after" = Option<String>, Query, description = "Skip the frames up to and including this frame id (`3`, `3.1`)"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this frame (wins over `after`)")),
+    responses(
+        (status = 200, description = "The run's events; as SSE with `Accept: text/event-stream` (replayed, then live until the run stops or awaits)",
+            content((EventList = "application/json"), (crate::http::openapi::schemas::AcpStream = "text/event-stream"))),
+        (status = 404, description = "No such run of this tenant", body = AcpErrorBody),
+        (status = 422, description = "A cursor that is not a frame id", body = AcpErrorBody),
+    ))]
 pub async fn run_events(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,

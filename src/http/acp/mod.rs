@@ -14,7 +14,7 @@ mod replay;
 pub mod resume;
 pub mod runs;
 pub mod sessions;
-mod wire;
+pub(in crate::http) mod wire;
 
 pub use error::AcpError;
 

@@ -10,7 +10,7 @@ use super::error::AcpError;
 use super::render::{TOOL_PERMISSIONS, TOOL_RESULTS};
 use super::replay::{Cursor, load_run};
 use super::runs::{parse_body, parse_mode, respond};
-use super::wire::RunStatus;
+use super::wire::{ErrorObject as AcpErrorBody, RunObject, RunStatus};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{EngineError, InputMessage, PendingCall, TurnRequest};
@@ -19,6 +19,22 @@ use crate::http::TenantAuth;
 use crate::model::{Content, ContentBlock, ContentEncoding, Part, StreamMode};
 
 /// `POST /acp/runs/{id}`: answers an awaiting run's calls in a new turn of the run.
+#[utoipa::path(post, path = "/acp/runs/{run_id}", tag = "ACP", operation_id = "acp_resume_run",
+    security(("tenant" = [])),
+    params(("run_id" = String, Path, description = "A run id: its UUID, or `run_…`")),
+    request_body = crate::http::openapi::schemas::AcpRunResumeRequest,
+    responses(
+        (status = 200, description = "`sync`: the run once it stopped again; `stream`: its events as SSE",
+            content((RunObject = "application/json"), (crate::http::openapi::schemas::AcpStream = "text/event-stream"))),
+        (status = 202, description = "`async`: the run as it resumed", body = RunObject),
+        (status = 403, description = "The run does not await answers", body = AcpErrorBody),
+        (status = 400, description = "The session ids disagree, or the body cannot be read", body = AcpErrorBody),
+        (status = 404, description = "No such agent, session or run", body = AcpErrorBody),
+        (status = 409, description = "The session is running another turn", body = AcpErrorBody),
+        (status = 422, description = "The body is not a valid request", body = AcpErrorBody),
+        (status = 429, description = "Too many turns are waiting", body = AcpErrorBody),
+        (status = 503, description = "The server is shutting down", body = AcpErrorBody),
+    ))]
 pub async fn resume_run(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,

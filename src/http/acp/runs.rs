@@ -16,6 +16,7 @@ use super::replay::{
     Cursor, identity, load_run, replay, run_uuid, set_run_id, sse_response, stream,
 };
 use super::sessions::{check_session_key, session_for_run};
+use super::wire::{ErrorObject as AcpErrorBody, RunObject};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest};
@@ -83,6 +84,21 @@ fn input_error(error: EngineError, origins: &Origins) -> AcpError {
     }
 }
 
+/// Starts a run (`mode`: `sync`, the default, `async` or `stream`).
+#[utoipa::path(post, path = "/acp/runs", tag = "ACP", operation_id = "acp_create_run",
+    security(("tenant" = [])),
+    request_body = crate::http::openapi::schemas::AcpRunCreateRequest,
+    responses(
+        (status = 200, description = "`sync`: the run once it stopped; `stream`: its events as SSE",
+            content((RunObject = "application/json"), (crate::http::openapi::schemas::AcpStream = "text/event-stream")), headers(("Run-ID" = String, description = "The run's UUID"))),
+        (status = 202, description = "`async`: the run as it started", body = RunObject, headers(("Run-ID" = String, description = "The run's UUID"))),
+        (status = 400, description = "The session ids disagree, or the body cannot be read", body = AcpErrorBody),
+        (status = 404, description = "No such agent, session or run", body = AcpErrorBody),
+        (status = 409, description = "The session is running another turn", body = AcpErrorBody),
+        (status = 422, description = "The body is not a valid request", body = AcpErrorBody),
+        (status = 429, description = "Too many turns are waiting", body = AcpErrorBody),
+        (status = 503, description = "The server is shutting down", body = AcpErrorBody),
+    ))]
 pub async fn create_run(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
@@ -200,6 +216,13 @@ pub(super) async fn respond(
     }
 }
 
+#[utoipa::path(get, path = "/acp/runs/{run_id}", tag = "ACP", operation_id = "acp_get_run",
+    security(("tenant" = [])),
+    params(("run_id" = String, Path, description = "A run id: its UUID, or `run_…`")),
+    responses(
+        (status = 200, description = "The run", body = RunObject),
+        (status = 404, description = "No such run of this tenant", body = AcpErrorBody),
+    ))]
 pub async fn get_run(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,

@@ -7,7 +7,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::error::AcpError;
 use super::history::history_message;
-use super::wire::SessionObject;
+use super::wire::{ErrorObject as AcpErrorBody, MessageObject, SessionObject};
 use crate::app::AppState;
 use crate::config::HistoryType;
 use crate::engine::{self, EngineError, SessionRef};
@@ -66,6 +66,13 @@ pub async fn session_for_run(
     }
 }
 
+#[utoipa::path(get, path = "/acp/sessions/{session_id}", tag = "ACP", operation_id = "acp_get_session",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session's UUID, or an agentry session id")),
+    responses(
+        (status = 200, description = "The session, with the URLs of its history messages", body = SessionObject),
+        (status = 404, description = "No such session of this tenant", body = AcpErrorBody),
+    ))]
 pub async fn get_session(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
@@ -93,6 +100,13 @@ pub async fn get_session(
 }
 
 /// `GET /acp/sessions/{id}/history/{position}`: one history message as an ACP message.
+#[utoipa::path(get, path = "/acp/sessions/{session_id}/history/{position}", tag = "ACP", operation_id = "acp_get_history_message",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session's UUID, or an agentry session id"), ("position" = String, Path, description = "The message's position in the history, from 0")),
+    responses(
+        (status = 200, description = "The message", body = MessageObject),
+        (status = 404, description = "No such session or message", body = AcpErrorBody),
+    ))]
 pub async fn get_history_message(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,

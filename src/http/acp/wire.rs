@@ -4,6 +4,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 /// ACP timestamps: RFC 3339 in UTC with microseconds, as the reference writes them.
 pub fn timestamp(at: DateTime<Utc>) -> String {
@@ -11,7 +12,8 @@ pub fn timestamp(at: DateTime<Utc>) -> String {
 }
 
 /// A `MessagePart`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = AcpPart)]
 pub struct PartObject {
     pub name: Option<String>,
     pub content_type: String,
@@ -23,15 +25,18 @@ pub struct PartObject {
 
 /// A part's `metadata`: trajectory metadata agentry writes, in the reference's key order,
 /// or whatever a client sent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = AcpPartMetadata)]
 #[serde(untagged)]
 pub enum PartMetadata {
     Trajectory(Trajectory),
+    #[schema(value_type = Object)]
     Other(Value),
 }
 
 /// `TrajectoryMetadata`: every key present, nulls included, as the reference writes it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = AcpTrajectory)]
 pub struct Trajectory {
     pub kind: &'static str,
     pub message: Option<String>,
@@ -87,7 +92,8 @@ impl PartObject {
 }
 
 /// A `Message`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = AcpMessage)]
 pub struct MessageObject {
     pub role: String,
     pub parts: Vec<PartObject>,
@@ -96,7 +102,8 @@ pub struct MessageObject {
 }
 
 /// `{code, message, data}`: the HTTP error body, `Run.error` and the error event's error.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = AcpError)]
 pub struct ErrorObject {
     pub code: &'static str,
     pub message: String,
@@ -104,7 +111,8 @@ pub struct ErrorObject {
 }
 
 /// A `MessageAwaitRequest`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = AcpAwaitRequest)]
 pub struct AwaitRequest {
     #[serde(rename = "type")]
     pub kind: &'static str,
@@ -114,7 +122,8 @@ pub struct AwaitRequest {
 /// A run's lifecycle: created → in-progress → awaiting | completed | failed | cancelled;
 /// awaiting → in-progress (a resume) | cancelled. (The reference's `cancelling` never
 /// shows: a cancel answers once the run has stopped.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = AcpRunStatus)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
     Created,
@@ -160,7 +169,8 @@ impl std::fmt::Display for RunStatus {
 }
 
 /// A `Run`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = AcpRun)]
 pub struct RunObject {
     pub run_id: String,
     pub agent_name: String,
@@ -175,7 +185,8 @@ pub struct RunObject {
 
 /// The event types of the reference's closed `Event` union that agentry sends (its
 /// `error` event is never sent: a failure is `run.failed`, as the reference does).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = AcpEvent)]
 #[serde(tag = "type")]
 pub enum EventObject {
     #[serde(rename = "run.created")]
@@ -231,7 +242,8 @@ impl EventObject {
 }
 
 /// An `AgentManifest`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AcpAgentManifest)]
 pub struct AgentManifest {
     pub name: String,
     pub description: String,
@@ -241,13 +253,15 @@ pub struct AgentManifest {
 }
 
 /// `GET /acp/agents`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AcpAgentList)]
 pub struct AgentList {
     pub agents: Vec<AgentManifest>,
 }
 
 /// A manifest's `Metadata`, keys in the reference's order; agentry fills `annotations`.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+#[schema(as = AcpAgentMetadata)]
 pub struct AgentMetadata {
     pub annotations: Option<Annotations>,
     pub documentation: Option<Value>,
@@ -268,12 +282,14 @@ pub struct AgentMetadata {
 }
 
 /// `metadata.annotations`: agentry's own under `agentry`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AcpAnnotations)]
 pub struct Annotations {
     pub agentry: AgentryAnnotation,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AcpAgentryAnnotation)]
 pub struct AgentryAnnotation {
     pub title: Option<String>,
     pub version: String,
@@ -282,7 +298,8 @@ pub struct AgentryAnnotation {
 }
 
 /// One part of a declared message-body schema.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AcpSchemaPart)]
 pub struct SchemaPart {
     pub name: Option<String>,
     pub content_type: String,
@@ -290,13 +307,15 @@ pub struct SchemaPart {
 }
 
 /// `GET /acp/runs/{id}/events`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AcpEventList)]
 pub struct EventList {
     pub events: Vec<EventObject>,
 }
 
 /// A `Session` descriptor.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AcpSession)]
 pub struct SessionObject {
     pub id: String,
     pub history: Vec<String>,

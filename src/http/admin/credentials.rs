@@ -19,6 +19,15 @@ struct CreateCredential {
 }
 
 /// Creates a credential; the response is the only place its secret ever appears.
+#[utoipa::path(post, path = "/admin/tenants/{tenant_id}/credentials", tag = "admin", operation_id = "admin_create_credential",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    request_body = Option<crate::http::openapi::schemas::CreateCredential>,
+    responses(
+        (status = 201, description = "The credential with its secret, shown only here", body = crate::http::openapi::schemas::NewCredential),
+        (status = 400, description = "The body is not valid JSON or a field is wrong", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn create_credential(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -34,6 +43,13 @@ pub async fn create_credential(
         .json(created))
 }
 
+#[utoipa::path(get, path = "/admin/tenants/{tenant_id}/credentials", tag = "admin", operation_id = "admin_list_credentials",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    responses(
+        (status = 200, description = "The tenant's credentials", body = crate::http::openapi::schemas::CredentialList),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn list_credentials(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -44,6 +60,13 @@ pub async fn list_credentials(
     Ok(HttpResponse::Ok().json(serde_json::json!({ "credentials": credentials })))
 }
 
+#[utoipa::path(delete, path = "/admin/tenants/{tenant_id}/credentials/{client_id}", tag = "admin", operation_id = "admin_delete_credential",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)"), ("client_id" = String, Path, description = "A credential's client id (`cred_…`)")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such tenant or credential", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn delete_credential(
     _: AdminAuth,
     state: web::Data<AppState>,

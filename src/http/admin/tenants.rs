@@ -35,6 +35,14 @@ struct TenantList {
     next: Option<String>,
 }
 
+#[utoipa::path(post, path = "/admin/tenants", tag = "admin", operation_id = "admin_create_tenant",
+    security(("admin" = [])),
+    request_body = crate::http::openapi::schemas::CreateTenant,
+    responses(
+        (status = 201, description = "The tenant", body = crate::model::Tenant),
+        (status = 400, description = "The body is not valid JSON or a field is wrong", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "A tenant of this name exists", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn create_tenant(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -46,6 +54,13 @@ pub async fn create_tenant(
     Ok(HttpResponse::Created().json(tenant))
 }
 
+#[utoipa::path(get, path = "/admin/tenants", tag = "admin", operation_id = "admin_list_tenants",
+    security(("admin" = [])),
+    params(crate::http::pagination::ListQuery),
+    responses(
+        (status = 200, description = "A page of tenants", body = crate::http::openapi::schemas::TenantList),
+        (status = 400, description = "A bad `limit` or `after`", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn list_tenants(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -57,6 +72,13 @@ pub async fn list_tenants(
     Ok(HttpResponse::Ok().json(TenantList { tenants, next }))
 }
 
+#[utoipa::path(get, path = "/admin/tenants/{tenant_id}", tag = "admin", operation_id = "admin_get_tenant",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    responses(
+        (status = 200, description = "The tenant", body = crate::model::Tenant),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn get_tenant(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -67,6 +89,16 @@ pub async fn get_tenant(
     Ok(HttpResponse::Ok().json(tenant))
 }
 
+#[utoipa::path(patch, path = "/admin/tenants/{tenant_id}", tag = "admin", operation_id = "admin_update_tenant",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    request_body = crate::http::openapi::schemas::UpdateTenant,
+    responses(
+        (status = 200, description = "The tenant", body = crate::model::Tenant),
+        (status = 400, description = "The body is not valid JSON or a field is wrong", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "A tenant of this name exists", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn update_tenant(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -89,6 +121,13 @@ pub async fn update_tenant(
     Ok(HttpResponse::Ok().json(tenant))
 }
 
+#[utoipa::path(delete, path = "/admin/tenants/{tenant_id}", tag = "admin", operation_id = "admin_delete_tenant",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    responses(
+        (status = 204, description = "Deleted with all its data"),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn delete_tenant(
     _: AdminAuth,
     state: web::Data<AppState>,

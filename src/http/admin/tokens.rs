@@ -20,6 +20,15 @@ struct IssueToken {
     name: Option<String>,
 }
 
+#[utoipa::path(post, path = "/admin/tenants/{tenant_id}/tokens", tag = "admin", operation_id = "admin_issue_token",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    request_body = Option<crate::http::openapi::schemas::IssueToken>,
+    responses(
+        (status = 201, description = "The token, shown only here, with its record", body = crate::http::openapi::schemas::IssuedToken),
+        (status = 400, description = "The body is not valid JSON or a field is wrong", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn issue_token(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -43,6 +52,13 @@ pub async fn issue_token(
         .json(issued))
 }
 
+#[utoipa::path(get, path = "/admin/tenants/{tenant_id}/tokens", tag = "admin", operation_id = "admin_list_tokens",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    responses(
+        (status = 200, description = "The tenant's API tokens", body = crate::http::openapi::schemas::TokenList),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn list_tokens(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -53,6 +69,13 @@ pub async fn list_tokens(
     Ok(HttpResponse::Ok().json(serde_json::json!({ "tokens": tokens })))
 }
 
+#[utoipa::path(delete, path = "/admin/tenants/{tenant_id}/tokens/{jti}", tag = "admin", operation_id = "admin_revoke_token",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)"), ("jti" = String, Path, description = "A token's id (`tok_…`)")),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 404, description = "No such tenant or token", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn revoke_token(
     _: AdminAuth,
     state: web::Data<AppState>,

@@ -10,7 +10,8 @@ use crate::error::{ApiError, ErrorCode};
 use crate::http::AdminAuth;
 use crate::store::UsageTotals;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct UsageQuery {
     from: Option<DateTime<Utc>>,
     to: Option<DateTime<Utc>>,
@@ -26,6 +27,14 @@ struct UsageReport {
 }
 
 /// Turns created in `[from, to)`; `from` defaults to the epoch, `to` to now.
+#[utoipa::path(get, path = "/admin/tenants/{tenant_id}/usage", tag = "admin", operation_id = "admin_get_usage",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)"), UsageQuery),
+    responses(
+        (status = 200, description = "The tenant's consumption", body = crate::http::openapi::schemas::UsageReport),
+        (status = 400, description = "A bad `from` or `to`", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn get_usage(
     _: AdminAuth,
     state: web::Data<AppState>,

@@ -4,4 +4,4 @@
 mod convert;
 pub mod process;
 mod render;
-mod wire;
+pub(in crate::http) mod wire;

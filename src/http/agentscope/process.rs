@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::convert;
 use super::render::{AgentScopeRenderer, ResponseIdentity};
-use super::wire::RefusalEvent;
+use super::wire::{RefusalEvent, ResponseObject};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::config::HistoryType;
@@ -19,6 +19,7 @@ use crate::engine::{
 use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
+use crate::http::openapi::schemas::AgentScopeStream;
 use crate::http::sse::{self, Frame};
 use crate::model::{
     Event, FieldError, HistoryMessage, Session, StreamMode, ToolSpec, Turn, TurnId,
@@ -29,6 +30,21 @@ use crate::store::StoreError;
 /// The namespace of request ids, kept as the turn's idempotency key.
 const SCOPE: &str = "agentscope";
 
+/// Runs an `AgentRequest` on the agent it names in `model` (else the default agent).
+#[utoipa::path(post, path = "/agentscope/process", tag = "AgentScope", operation_id = "agentscope_process",
+    security(("tenant" = [])),
+    request_body = crate::http::openapi::schemas::AgentScopeRequest,
+    responses(
+        (status = 200, description = "The response's objects as SSE (a refused request gets one refusal event), or with `stream: false` the final response",
+            content((AgentScopeStream = "text/event-stream"), (ResponseObject = "application/json")),
+            headers(("Agentry-Turn-Id" = String, description = "The turn answering the request (streams)"))),
+        (status = 400, description = "A field is wrong (`stream: false`; a stream gets a refusal event)", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such agent or session (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "The session is running another turn (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+        (status = 422, description = "The body is not JSON, or the request `id` was used with another body (`stream: false`)", body = crate::http::openapi::schemas::AgentScopeUnprocessable),
+        (status = 429, description = "Too many turns are waiting (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+        (status = 503, description = "The server is shutting down (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+    ))]
 pub async fn process(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -37,6 +53,22 @@ pub async fn process(
     run(&state, &auth, None, &body).await
 }
 
+/// Runs an `AgentRequest` on the agent the path names.
+#[utoipa::path(post, path = "/agentscope/agents/{agent}/process", tag = "AgentScope", operation_id = "agentscope_process_with_agent",
+    security(("tenant" = [])),
+    params(("agent" = String, Path, description = "An agent name")),
+    request_body = crate::http::openapi::schemas::AgentScopeRequest,
+    responses(
+        (status = 200, description = "The response's objects as SSE (a refused request gets one refusal event), or with `stream: false` the final response",
+            content((AgentScopeStream = "text/event-stream"), (ResponseObject = "application/json")),
+            headers(("Agentry-Turn-Id" = String, description = "The turn answering the request (streams)"))),
+        (status = 400, description = "A field is wrong (`stream: false`; a stream gets a refusal event)", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such agent or session (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "The session is running another turn (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+        (status = 422, description = "The body is not JSON, or the request `id` was used with another body (`stream: false`)", body = crate::http::openapi::schemas::AgentScopeUnprocessable),
+        (status = 429, description = "Too many turns are waiting (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+        (status = 503, description = "The server is shutting down (`stream: false`)", body = crate::http::openapi::schemas::ErrorBody, headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
+    ))]
 pub async fn process_with_agent(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -379,6 +411,16 @@ async fn respond(
 
 /// `GET /agentscope/responses/{id}/events`: the response's frames after `Last-Event-ID`
 /// (or `?after=`), replayed from the log and then live until it ends.
+#[utoipa::path(get, path = "/agentscope/responses/{response_id}/events", tag = "AgentScope", operation_id = "agentscope_response_events",
+    security(("tenant" = [])),
+    params(("response_id" = String, Path, description = "The request `id`, or the turn id when the request had none"),
+        ("after" = Option<u64>, Query, description = "Resume after this sequence number"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this frame (wins over `after`)")),
+    responses(
+        (status = 200, description = "The response's objects as SSE", content_type = "text/event-stream", body = AgentScopeStream,
+            headers(("Agentry-Turn-Id" = String, description = "The turn answering the request"))),
+        (status = 400, description = "A cursor that is not a sequence number", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such response of this tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn response_events(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -418,6 +460,13 @@ pub async fn response_events(
 
 /// `GET /agentscope/sessions/{id}/messages`: a session's full history as AgentScope
 /// messages. `{id}` is the `session_id` the client used, or an agentry session id.
+#[utoipa::path(get, path = "/agentscope/sessions/{session_id}/messages", tag = "AgentScope", operation_id = "agentscope_session_messages",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "The client's session key, or an agentry session id")),
+    responses(
+        (status = 200, description = "The session's full history as AgentScope messages", body = crate::http::openapi::schemas::AgentScopeMessages),
+        (status = 404, description = "No such session of this tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn session_messages(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -444,6 +493,8 @@ pub async fn session_messages(
     })))
 }
 
+#[utoipa::path(get, path = "/agentscope/health", tag = "AgentScope", operation_id = "agentscope_health",
+    responses((status = 200, description = "The face is up", body = crate::http::openapi::schemas::Status)))]
 pub async fn health() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "healthy"}))
 }

@@ -4,16 +4,19 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 /// `{"code", "message"}` of a failed response.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, ToSchema)]
+#[schema(as = AgentScopeError)]
 pub struct ErrorObject {
     pub code: String,
     pub message: String,
 }
 
 /// An `AgentResponse` (`object: "response"`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AgentScopeResponse)]
 pub struct ResponseObject {
     pub sequence_number: Option<u64>,
     pub object: &'static str,
@@ -28,7 +31,8 @@ pub struct ResponseObject {
 }
 
 /// A `Message` (`object: "message"`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AgentScopeMessage)]
 pub struct MessageObject {
     pub sequence_number: Option<u64>,
     pub object: &'static str,
@@ -46,7 +50,8 @@ pub struct MessageObject {
 }
 
 /// A content item (`object: "content"`) with the fields of its type after the common ones.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AgentScopeContent)]
 pub struct ContentObject {
     pub sequence_number: Option<u64>,
     pub object: &'static str,
@@ -62,7 +67,8 @@ pub struct ContentObject {
 }
 
 /// The type-specific fields of a content item.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AgentScopeContentBody)]
 #[serde(untagged)]
 pub enum ContentBody {
     Text {
@@ -125,7 +131,8 @@ impl ContentObject {
 
 /// The error event a request gets when it is refused before its response starts (the
 /// reference's `{"error": "..."}`, with agentry's code beside it).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = AgentScopeRefusalEvent)]
 pub struct RefusalEvent {
     pub error: String,
     pub code: String,

@@ -1,0 +1,68 @@
+//! `GET /openapi.json` and `GET /docs`: the API description, and a page that browses it.
+//! The page and its assets are embedded in the binary and reference nothing but this
+//! server (relative URLs), so it works offline and behind a path prefix.
+
+use actix_web::http::header;
+use actix_web::{HttpResponse, web};
+
+use super::openapi::{self, schemas as doc};
+use crate::error::ApiError;
+
+const PAGE: &str = include_str!("docs/index.html");
+
+/// The page's assets: name, content type, content.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "docs.js",
+        "text/javascript; charset=utf-8",
+        include_str!("docs/docs.js"),
+    ),
+    (
+        "docs.css",
+        "text/css; charset=utf-8",
+        include_str!("docs/docs.css"),
+    ),
+];
+
+/// A page and its assets: no script or style from anywhere but this server.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "documentation",
+    responses((status = 200, description = "The OpenAPI 3.1 description of every route",
+        content_type = "application/json", body = Object)))]
+pub async fn get_openapi() -> HttpResponse {
+    openapi::json_response()
+}
+
+/// A page that browses this document.
+#[utoipa::path(get, path = "/docs", tag = "documentation",
+    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
+pub async fn get_docs() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .body(PAGE)
+}
+
+/// The page's script and style sheet.
+#[utoipa::path(get, path = "/docs/{asset}", tag = "documentation",
+    params(("asset" = String, Path, description = "`docs.js` or `docs.css`")),
+    responses(
+        (status = 200, description = "The asset", content(("text/javascript"), ("text/css"))),
+        (status = 404, description = "No such asset", body = doc::ErrorBody),
+    ))]
+pub async fn get_docs_asset(path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let (_, content_type, content) = ASSETS
+        .iter()
+        .find(|(name, _, _)| *name == path.as_str())
+        .ok_or_else(|| ApiError::not_found("asset"))?;
+    Ok(HttpResponse::Ok()
+        .content_type(*content_type)
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .body(*content))
+}

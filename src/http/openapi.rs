@@ -1,0 +1,288 @@
+//! The OpenAPI 3.1 description of every route, generated from the code and served at
+//! `GET /openapi.json`.
+//!
+//! To describe a route (every route registered in `http/mod.rs` must be, and
+//! `tests/api/openapi.rs` fails otherwise):
+//! 1. Put `#[utoipa::path(...)]` on its handler with the method, the full `path` as the
+//!    client sees it (scope prefix included, `{name}` placeholders as registered), `tag` (the
+//!    face: `AAP`, `AgentScope`, `ACP`, `admin`, `authentication`, `operations`,
+//!    `documentation`), a unique `operation_id` when the handler's name is not unique,
+//!    `security(("tenant" = []))` or `security(("admin" = []))` (none for public routes),
+//!    `params(...)` (path, query via an `IntoParams` type, and headers such as
+//!    `Idempotency-Key` and `Last-Event-ID`), `request_body` (the type the handler really
+//!    parses, even when it reads raw JSON: a schema of `openapi/schemas.rs` if no Rust type
+//!    carries it) and `responses(...)` with every status the handler itself answers, their
+//!    bodies (`schemas::ErrorBody` for agentry's errors, the face's own error type on ACP),
+//!    response headers (`Agentry-Turn-Id`, `Location`, `Retry-After`) and, for streams,
+//!    `content_type = "text/event-stream"` with the schema of one frame.
+//! 2. Derive `utoipa::ToSchema` on the wire types it uses (`#[schema(as = …)]` when another
+//!    face has a type of the same name).
+//! 3. Add the handler to `paths(...)` of [`ApiDoc`] below.
+//!
+//! [`Conventions`] then adds what every route of a kind answers, so handlers do not repeat
+//! it: 401 and 403 on authenticated routes and 413 on routes with a body, in the error
+//! shape of the route's face.
+
+pub mod schemas;
+
+use std::sync::LazyLock;
+
+use actix_web::HttpResponse;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{AnyOf, Schema};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{Content, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
+
+use super::{aap, acp, admin, agentscope, docs, files, login, ops};
+
+/// Untagged enums whose variants can describe the same value (a variant of optional
+/// fields, or of any JSON): `anyOf`, since the value is whichever fits first.
+const OVERLAPPING: &[&str] = &[
+    "AgentScopeContentBody",
+    "AcpPartMetadata",
+    "AgentScopeEvent",
+];
+
+/// The security scheme of tenant tokens.
+pub const TENANT: &str = "tenant";
+/// The security scheme of the admin token.
+pub const ADMIN: &str = "admin";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agentry",
+        description = "A self-hosted, persistent, multi-tenant agent platform. One set of \
+            sessions speaks AAP v3 (at the root), the AgentScope Agent API (`/agentscope`) and \
+            ACP (`/acp`); `/admin` administers tenants.",
+    ),
+    paths(
+        ops::healthz,
+        ops::readyz,
+        login::issue_token,
+        docs::get_openapi,
+        docs::get_docs,
+        docs::get_docs_asset,
+        admin::tenants::list_tenants,
+        admin::tenants::create_tenant,
+        admin::tenants::get_tenant,
+        admin::tenants::update_tenant,
+        admin::tenants::delete_tenant,
+        admin::credentials::list_credentials,
+        admin::credentials::create_credential,
+        admin::credentials::delete_credential,
+        admin::tokens::list_tokens,
+        admin::tokens::issue_token,
+        admin::tokens::revoke_token,
+        admin::usage::get_usage,
+        aap::meta::get_meta,
+        aap::sessions::list_sessions,
+        aap::sessions::create_session,
+        aap::sessions::get_session,
+        aap::sessions::delete_session,
+        aap::history::get_history,
+        aap::parts::list_parts,
+        files::get_file,
+        aap::turns::list_turns,
+        aap::turns::post_turn,
+        aap::turns::get_turn,
+        aap::turns::turn_events,
+        aap::turns::cancel_turn,
+        aap::events::session_events,
+        agentscope::process::process,
+        agentscope::process::process_with_agent,
+        agentscope::process::response_events,
+        agentscope::process::session_messages,
+        agentscope::process::health,
+        acp::agents::ping,
+        acp::agents::list_agents,
+        acp::agents::get_agent,
+        acp::runs::create_run,
+        acp::runs::get_run,
+        acp::resume::resume_run,
+        acp::cancel::cancel_run,
+        acp::events::run_events,
+        acp::sessions::get_session,
+        acp::sessions::get_history_message,
+    ),
+    components(schemas(schemas::ErrorBody, acp::wire::ErrorObject)),
+    modifiers(&Conventions),
+    tags(
+        (name = "AAP", description = "Agent Application Protocol v3, with agentry's extensions (turn records, events, cancel, idempotency)"),
+        (name = "AgentScope", description = "The AgentScope Runtime Agent API"),
+        (name = "ACP", description = "The Agent Communication Protocol; errors are `{code, message, data}`"),
+        (name = "admin", description = "Tenants, their credentials and API tokens, usage"),
+        (name = "authentication", description = "Tenant tokens from client credentials"),
+        (name = "operations", description = "Liveness and readiness"),
+        (name = "documentation", description = "This document and its browsable page"),
+    ),
+)]
+pub struct ApiDoc;
+
+/// The document as served: built once.
+pub fn document() -> &'static str {
+    static JSON: LazyLock<String> = LazyLock::new(|| {
+        ApiDoc::openapi()
+            .to_json()
+            .expect("the OpenAPI document serializes")
+    });
+    &JSON
+}
+
+pub fn json_response() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(document())
+}
+
+/// Security schemes, and the responses every route of a kind shares.
+struct Conventions;
+
+impl Modify for Conventions {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            TENANT,
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "A tenant token: from `POST /auth/token` (client credentials) or \
+                         an API token an admin issued",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            ADMIN,
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some("The admin token (`agentry admin-token`)"))
+                    .build(),
+            ),
+        );
+        for name in OVERLAPPING {
+            if let Some(RefOr::T(Schema::OneOf(one_of))) = components.schemas.get_mut(*name) {
+                let mut any_of = AnyOf::new();
+                any_of.items = std::mem::take(&mut one_of.items);
+                any_of.description = one_of.description.take();
+                components
+                    .schemas
+                    .insert((*name).to_owned(), RefOr::T(Schema::AnyOf(any_of)));
+            }
+        }
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let error = if path.starts_with("/acp/") {
+                schema_ref::<acp::wire::ErrorObject>()
+            } else {
+                schema_ref::<schemas::ErrorBody>()
+            };
+            for operation in operations(item) {
+                optional_parameters_are_absent(operation);
+                let secured = operation.security.as_ref().is_some_and(|requirements| {
+                    requirements.iter().any(|r| {
+                        let value = serde_json::to_value(r).unwrap_or_default();
+                        value.get(TENANT).is_some() || value.get(ADMIN).is_some()
+                    })
+                });
+                if secured {
+                    add_error(
+                        operation,
+                        "401",
+                        "No bearer token, or one that is invalid, expired or revoked",
+                        &error,
+                        true,
+                    );
+                    add_error(
+                        operation,
+                        "403",
+                        "A token of the wrong kind (tenant or admin), or a suspended tenant",
+                        &error,
+                        false,
+                    );
+                }
+                if operation.request_body.is_some() {
+                    add_error(
+                        operation,
+                        "413",
+                        "The body is larger than `server.max_body_bytes`",
+                        &error,
+                        false,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// An optional query or header parameter is left out, never sent as `null`: its schema
+/// names the type alone.
+fn optional_parameters_are_absent(operation: &mut Operation) {
+    use utoipa::openapi::schema::{SchemaType, Type};
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if let RefOr::T(parameter) = parameter
+            && let Some(RefOr::T(Schema::Object(object))) = parameter.schema.as_mut()
+            && let SchemaType::Array(types) = &object.schema_type
+        {
+            let types: Vec<Type> = types
+                .iter()
+                .filter(|t| **t != Type::Null)
+                .cloned()
+                .collect();
+            if let [only] = types.as_slice() {
+                object.schema_type = SchemaType::Type(only.clone());
+            }
+        }
+    }
+}
+
+fn schema_ref<T: ToSchema>() -> RefOr<utoipa::openapi::schema::Schema> {
+    RefOr::Ref(utoipa::openapi::Ref::from_schema_name(T::name()))
+}
+
+fn operations(item: &mut utoipa::openapi::PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        item.get.as_mut(),
+        item.put.as_mut(),
+        item.post.as_mut(),
+        item.delete.as_mut(),
+        item.options.as_mut(),
+        item.head.as_mut(),
+        item.patch.as_mut(),
+        item.trace.as_mut(),
+    ]
+    .into_iter()
+    .flatten()
+}
+
+fn add_error(
+    operation: &mut Operation,
+    status: &str,
+    description: &str,
+    schema: &RefOr<utoipa::openapi::schema::Schema>,
+    challenge: bool,
+) {
+    if operation.responses.responses.contains_key(status) {
+        return;
+    }
+    let mut response = ResponseBuilder::new()
+        .description(description)
+        .content("application/json", Content::new(Some(schema.clone())));
+    if challenge {
+        response = response.header(
+            "WWW-Authenticate",
+            utoipa::openapi::HeaderBuilder::new()
+                .schema(Some(String::schema()))
+                .description(Some("`Bearer`"))
+                .build(),
+        );
+    }
+    operation
+        .responses
+        .responses
+        .insert(status.to_owned(), response.build().into());
+}
