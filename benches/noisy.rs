@@ -58,6 +58,13 @@ struct Args {
     duration: u64,
 }
 
+/// Turns a task posts to one session before it takes a new one.
+const TURNS_PER_SESSION: usize = 20;
+
+/// The noisy tenant's sessions per phase, posted to round robin (so each takes a few tens
+/// of turns at most, as the quiet ones do).
+const NOISY_SESSIONS: usize = 64;
+
 struct Client {
     http: reqwest::Client,
     url: String,
@@ -85,7 +92,12 @@ impl Client {
     async fn tenant(&self, admin: &str, name: String, quotas: Value) -> String {
         let post = reqwest::Method::POST;
         let tenant = self
-            .call(post.clone(), "/admin/tenants", admin, json!({ "name": name }))
+            .call(
+                post.clone(),
+                "/admin/tenants",
+                admin,
+                json!({ "name": name }),
+            )
             .await;
         let id = tenant["id"].as_str().unwrap();
         self.call(
@@ -96,7 +108,12 @@ impl Client {
         )
         .await;
         let token = self
-            .call(post, &format!("/admin/tenants/{id}/tokens"), admin, json!({}))
+            .call(
+                post,
+                &format!("/admin/tenants/{id}/tokens"),
+                admin,
+                json!({}),
+            )
             .await;
         token["token"].as_str().unwrap().to_owned()
     }
@@ -189,7 +206,14 @@ async fn phase(
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let mut failed = 0;
+                let mut session = session;
+                let mut turns = 0;
                 while Instant::now() < end {
+                    // Histories stay short: a turn's cost grows with its session's history.
+                    if turns > 0 && turns % TURNS_PER_SESSION == 0 {
+                        session = client.session(&token).await;
+                    }
+                    turns += 1;
                     let began = Instant::now();
                     let status = client.turn(&token, &session).await;
                     if began >= measure_from && Instant::now() <= end {
@@ -272,10 +296,16 @@ async fn main() {
     let noisy_token = client
         .tenant(&admin, format!("noisy-{run}"), noisy_quotas)
         .await;
-    let mut noisy_sessions = Vec::new();
-    for _ in 0..16 {
-        noisy_sessions.push(client.session(&noisy_token).await);
+    let mut sessions_of_phase = Vec::new();
+    for _ in 0..2 {
+        let mut sessions = Vec::new();
+        for _ in 0..NOISY_SESSIONS {
+            sessions.push(client.session(&noisy_token).await);
+        }
+        sessions_of_phase.push(sessions);
     }
+    let noisy_phase_sessions = sessions_of_phase.pop().unwrap();
+    let noisy_sessions = sessions_of_phase.pop().unwrap();
     let rate = args.quota as f64 * args.overload as f64 / 60.0;
     let every = Duration::from_secs_f64(1.0 / rate);
 
@@ -283,14 +313,14 @@ async fn main() {
     let (baseline, calm) = phase(
         &client,
         &quiet,
-        Some((noisy_token.clone(), noisy_sessions.clone(), at_quota)),
+        Some((noisy_token.clone(), noisy_sessions, at_quota)),
         &args,
     )
     .await;
     let (loaded, noise) = phase(
         &client,
         &quiet,
-        Some((noisy_token, noisy_sessions, every)),
+        Some((noisy_token, noisy_phase_sessions, every)),
         &args,
     )
     .await;

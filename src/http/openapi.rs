@@ -34,7 +34,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{Content, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{aap, acp, admin, agentscope, docs, files, login, ops};
+use super::{aap, acp, admin, agentscope, docs, files, login, ops, webhooks};
 
 /// Untagged enums whose variants can describe the same value (a variant of optional
 /// fields, or of any JSON): `anyOf`, since the value is whichever fits first.
@@ -76,6 +76,24 @@ pub const ADMIN: &str = "admin";
         admin::tokens::issue_token,
         admin::tokens::revoke_token,
         admin::usage::get_usage,
+        admin::quotas::get_quotas,
+        admin::quotas::update_quotas,
+        admin::webhooks::create_webhook,
+        admin::webhooks::list_webhooks,
+        admin::webhooks::get_webhook,
+        admin::webhooks::update_webhook,
+        admin::webhooks::delete_webhook,
+        admin::webhooks::rotate_webhook_secret,
+        admin::webhooks::list_webhook_deliveries,
+        admin::webhooks::replay_webhook_delivery,
+        webhooks::create_webhook,
+        webhooks::list_webhooks,
+        webhooks::get_webhook,
+        webhooks::update_webhook,
+        webhooks::delete_webhook,
+        webhooks::rotate_webhook_secret,
+        webhooks::list_webhook_deliveries,
+        webhooks::replay_webhook_delivery,
         aap::meta::get_meta,
         aap::sessions::list_sessions,
         aap::sessions::create_session,
@@ -205,6 +223,15 @@ impl Modify for Conventions {
                         false,
                     );
                 }
+                let tenant = operation.security.as_ref().is_some_and(|requirements| {
+                    requirements.iter().any(|r| {
+                        let value = serde_json::to_value(r).unwrap_or_default();
+                        value.get(TENANT).is_some()
+                    })
+                });
+                if tenant {
+                    add_quota_refusal(operation, &error);
+                }
                 if operation.request_body.is_some() {
                     add_error(
                         operation,
@@ -257,6 +284,36 @@ fn operations(item: &mut utoipa::openapi::PathItem) -> impl Iterator<Item = &mut
     ]
     .into_iter()
     .flatten()
+}
+
+/// A tenant's quota refused the request (see the Quotas section of the README): `429
+/// quota_exceeded` naming it, with `Retry-After` and the RateLimit headers.
+fn add_quota_refusal(operation: &mut Operation, schema: &RefOr<utoipa::openapi::schema::Schema>) {
+    if operation.responses.responses.contains_key("429") {
+        return;
+    }
+    let header = |description: &str| {
+        utoipa::openapi::HeaderBuilder::new()
+            .schema(Some(String::schema()))
+            .description(Some(description.to_owned()))
+            .build()
+    };
+    let response = ResponseBuilder::new()
+        .description("A tenant quota is used up (`quota_exceeded`, naming the quota)")
+        .content("application/json", Content::new(Some(schema.clone())))
+        .header(
+            "Retry-After",
+            header("Seconds until the quota may admit again"),
+        )
+        .header(
+            "RateLimit-Policy",
+            header("The quota that refused: `\"name\";q=LIMIT[;w=WINDOW]`"),
+        )
+        .header("RateLimit", header("`\"name\";r=0;t=SECONDS`"));
+    operation
+        .responses
+        .responses
+        .insert("429".to_owned(), response.build().into());
 }
 
 fn add_error(

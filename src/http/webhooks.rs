@@ -209,6 +209,14 @@ pub(super) mod ops {
     }
 }
 
+#[utoipa::path(post, path = "/webhooks", tag = "webhooks", operation_id = "create_webhook",
+    security(("tenant" = [])),
+    request_body = crate::http::openapi::schemas::CreateWebhook,
+    responses(
+        (status = 201, description = "The endpoint, and its secret shown only here", body = crate::http::openapi::schemas::CreatedWebhook),
+        (status = 400, description = "A field is wrong (named in `field`): the URL, its target or an event type", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "The tenant has as many endpoints as allowed", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn create_webhook(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -217,6 +225,13 @@ pub async fn create_webhook(
     ops::create(&state, &auth.tenant_id, body.into_inner()).await
 }
 
+#[utoipa::path(get, path = "/webhooks", tag = "webhooks", operation_id = "list_webhooks",
+    security(("tenant" = [])),
+    params(crate::http::pagination::ListQuery),
+    responses(
+        (status = 200, description = "The tenant's endpoints, a page at a time", body = crate::http::openapi::schemas::WebhookList),
+        (status = 400, description = "A bad cursor or limit", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn list_webhooks(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -225,6 +240,13 @@ pub async fn list_webhooks(
     ops::list(&state, &auth.tenant_id, &query).await
 }
 
+#[utoipa::path(get, path = "/webhooks/{endpoint_id}", tag = "webhooks", operation_id = "get_webhook",
+    security(("tenant" = [])),
+    params(("endpoint_id" = String, Path, description = "A webhook endpoint id (`wh_…`)")),
+    responses(
+        (status = 200, description = "The endpoint", body = crate::http::openapi::schemas::WebhookEndpoint),
+        (status = 404, description = "No such endpoint", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn get_webhook(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -233,6 +255,15 @@ pub async fn get_webhook(
     ops::get(&state, &auth.tenant_id, &path).await
 }
 
+#[utoipa::path(patch, path = "/webhooks/{endpoint_id}", tag = "webhooks", operation_id = "update_webhook",
+    security(("tenant" = [])),
+    params(("endpoint_id" = String, Path, description = "A webhook endpoint id (`wh_…`)")),
+    request_body = crate::http::openapi::schemas::UpdateWebhook,
+    responses(
+        (status = 200, description = "The endpoint after the change", body = crate::http::openapi::schemas::WebhookEndpoint),
+        (status = 400, description = "A field is wrong (named in `field`): the URL, its target or an event type", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such endpoint", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn update_webhook(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -242,6 +273,13 @@ pub async fn update_webhook(
     ops::update(&state, &auth.tenant_id, &path, body.into_inner()).await
 }
 
+#[utoipa::path(delete, path = "/webhooks/{endpoint_id}", tag = "webhooks", operation_id = "delete_webhook",
+    security(("tenant" = [])),
+    params(("endpoint_id" = String, Path, description = "A webhook endpoint id (`wh_…`)")),
+    responses(
+        (status = 204, description = "Deleted, with its deliveries"),
+        (status = 404, description = "No such endpoint", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn delete_webhook(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -250,6 +288,13 @@ pub async fn delete_webhook(
     ops::delete(&state, &auth.tenant_id, &path).await
 }
 
+#[utoipa::path(post, path = "/webhooks/{endpoint_id}/rotate-secret", tag = "webhooks", operation_id = "rotate_webhook_secret",
+    security(("tenant" = [])),
+    params(("endpoint_id" = String, Path, description = "A webhook endpoint id (`wh_…`)")),
+    responses(
+        (status = 200, description = "The new secret, shown only here", body = crate::http::openapi::schemas::RotatedWebhookSecret),
+        (status = 404, description = "No such endpoint", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn rotate_webhook_secret(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -258,6 +303,14 @@ pub async fn rotate_webhook_secret(
     ops::rotate_secret(&state, &auth.tenant_id, &path).await
 }
 
+#[utoipa::path(get, path = "/webhooks/{endpoint_id}/deliveries", tag = "webhooks", operation_id = "list_webhook_deliveries",
+    security(("tenant" = [])),
+    params(("endpoint_id" = String, Path, description = "A webhook endpoint id (`wh_…`)"), crate::http::pagination::ListQuery),
+    responses(
+        (status = 200, description = "The endpoint's deliveries, newest first, a page at a time", body = crate::http::openapi::schemas::WebhookDeliveryList),
+        (status = 400, description = "A bad cursor or limit", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such endpoint", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn list_webhook_deliveries(
     auth: TenantAuth,
     state: web::Data<AppState>,
@@ -267,6 +320,14 @@ pub async fn list_webhook_deliveries(
     ops::list_deliveries(&state, &auth.tenant_id, &path, &query).await
 }
 
+#[utoipa::path(post, path = "/webhooks/{endpoint_id}/deliveries/{message_id}/replay", tag = "webhooks", operation_id = "replay_webhook_delivery",
+    security(("tenant" = [])),
+    params(("endpoint_id" = String, Path, description = "A webhook endpoint id (`wh_…`)"), ("message_id" = String, Path, description = "A message id (`msg_…`)")),
+    responses(
+        (status = 202, description = "The delivery, pending again with the same message id", body = crate::http::openapi::schemas::WebhookDelivery),
+        (status = 404, description = "No such endpoint or delivery", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "The endpoint is disabled", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn replay_webhook_delivery(
     auth: TenantAuth,
     state: web::Data<AppState>,

@@ -37,7 +37,8 @@ fn registered_routes() -> BTreeSet<(String, String)> {
     while i < bytes.len() {
         let rest = &body[i..];
         let literal_after = |prefix: &str| -> Option<String> {
-            let tail = rest.strip_prefix(prefix)?;
+            // rustfmt puts a long path on a line of its own.
+            let tail = rest.strip_prefix(prefix)?.trim_start();
             let tail = tail.strip_prefix('"')?;
             Some(tail[..tail.find('"')?].to_owned())
         };

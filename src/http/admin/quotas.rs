@@ -28,6 +28,13 @@ fn report(state: &AppState, tenant: TenantId, own: QuotaOverrides) -> QuotaRepor
     }
 }
 
+#[utoipa::path(get, path = "/admin/tenants/{tenant_id}/quotas", tag = "admin", operation_id = "admin_get_quotas",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    responses(
+        (status = 200, description = "The tenant's quotas", body = crate::http::openapi::schemas::QuotaReport),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn get_quotas(
     _: AdminAuth,
     state: web::Data<AppState>,
@@ -40,6 +47,15 @@ pub async fn get_quotas(
 
 /// Sets some of the tenant's quotas (`null` returns one to its default). The change applies
 /// at once in this process and within `auth.state_cache_ttl_ms` in the others.
+#[utoipa::path(patch, path = "/admin/tenants/{tenant_id}/quotas", tag = "admin", operation_id = "admin_update_quotas",
+    security(("admin" = [])),
+    params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)")),
+    request_body = crate::http::openapi::schemas::QuotaValues,
+    responses(
+        (status = 200, description = "The tenant's quotas after the change", body = crate::http::openapi::schemas::QuotaReport),
+        (status = 400, description = "An unknown quota or a bad limit, named in `field`", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+    ))]
 pub async fn update_quotas(
     _: AdminAuth,
     state: web::Data<AppState>,

@@ -30,6 +30,9 @@ pub struct ErrorDetail {
     /// The request field at fault, for validation errors.
     #[schema(required = false)]
     pub field: String,
+    /// The tenant quota that refused the request, with `quota_exceeded`.
+    #[schema(required = false)]
+    pub quota: crate::model::Quota,
 }
 
 /// AgentScope's answer to a body that is not JSON (as its reference server answers).
@@ -142,6 +145,28 @@ pub struct IssuedToken {
 #[derive(Serialize, ToSchema)]
 pub struct TokenList {
     pub tokens: Vec<crate::model::ApiToken>,
+}
+
+/// The quotas a tenant is held to.
+#[derive(Serialize, ToSchema)]
+pub struct QuotaReport {
+    pub tenant_id: TenantId,
+    /// Every quota's limit in force; `null`: unlimited.
+    pub quotas: QuotaValues,
+    /// The tenant's own values; `null`: the configured default.
+    pub own: QuotaValues,
+}
+
+/// A value per quota. In a change (`PATCH`), keys left out keep their value and `null`
+/// returns a quota to its configured default.
+#[derive(Serialize, ToSchema)]
+pub struct QuotaValues {
+    pub requests_per_minute: Option<u64>,
+    pub turns_per_minute: Option<u64>,
+    pub concurrent_turns: Option<u64>,
+    pub queued_turns: Option<u64>,
+    pub tokens_per_day: Option<u64>,
+    pub stored_sessions: Option<u64>,
 }
 
 /// What a tenant's turns created in `[from, to)` consumed.
@@ -503,4 +528,101 @@ impl ToSchema for AcpStream {
     fn schemas(schemas: &mut Schemas) {
         register::<crate::http::acp::wire::EventObject>(schemas);
     }
+}
+
+// ---- webhooks ----
+
+/// `POST /webhooks`: a new endpoint.
+#[derive(Serialize, ToSchema)]
+pub struct CreateWebhook {
+    /// An HTTPS URL (plain HTTP only where the configuration allows it); internal addresses
+    /// are refused unless `webhooks.allow_targets` names them.
+    pub url: String,
+    #[schema(required = false)]
+    pub description: Option<String>,
+    /// The event types to send (`turn.completed`, `turn.failed`, `turn.cancelled`,
+    /// `turn.interrupted`, `turn.awaiting_input`, `run.status_changed`); absent: all.
+    #[schema(required = false)]
+    pub event_types: Vec<String>,
+}
+
+/// `PATCH /webhooks/{endpoint_id}`: the fields to change; `enabled: true` re-enables an
+/// endpoint disabled by failures.
+#[derive(Serialize, ToSchema)]
+pub struct UpdateWebhook {
+    #[schema(required = false)]
+    pub url: String,
+    /// `null` removes it.
+    #[schema(required = false)]
+    pub description: Option<String>,
+    #[schema(required = false)]
+    pub event_types: Vec<String>,
+    #[schema(required = false)]
+    pub enabled: bool,
+}
+
+/// A webhook endpoint (its secret is never shown again after creation or rotation).
+#[derive(Serialize, ToSchema)]
+pub struct WebhookEndpoint {
+    /// `wh_…`
+    pub id: String,
+    pub tenant_id: TenantId,
+    pub url: String,
+    pub description: Option<String>,
+    pub event_types: Vec<String>,
+    /// `signature` (Standard Webhooks) or `bearer`.
+    pub auth: String,
+    pub enabled: bool,
+    /// Why failures disabled it.
+    pub disabled_reason: Option<String>,
+    /// Until when deliveries are also signed with the secret a rotation replaced.
+    pub previous_secret_expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A new endpoint and its secret (`whsec_…`), shown only here.
+#[derive(Serialize, ToSchema)]
+pub struct CreatedWebhook {
+    #[serde(flatten)]
+    pub endpoint: WebhookEndpoint,
+    pub secret: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct WebhookList {
+    pub endpoints: Vec<WebhookEndpoint>,
+    #[schema(required = false)]
+    pub next: String,
+}
+
+/// A rotation's new secret, shown only here.
+#[derive(Serialize, ToSchema)]
+pub struct RotatedWebhookSecret {
+    pub secret: String,
+    pub previous_secret_expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// One message to one endpoint, with its attempts so far.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookDelivery {
+    /// The message id (`msg_…`): the `webhook-id` header of every attempt.
+    pub id: String,
+    pub endpoint_id: String,
+    pub event_type: String,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    pub attempts: i64,
+    pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub last_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct WebhookDeliveryList {
+    pub deliveries: Vec<WebhookDelivery>,
+    #[schema(required = false)]
+    pub next: String,
 }
