@@ -131,6 +131,7 @@ pub const ADMIN: &str = "admin";
         (name = "AgentScope", description = "The AgentScope Runtime Agent API"),
         (name = "ACP", description = "The Agent Communication Protocol; errors are `{code, message, data}`"),
         (name = "admin", description = "Tenants, their credentials and API tokens, usage"),
+        (name = "webhooks", description = "A tenant's webhook endpoints (Standard Webhooks signatures), their deliveries and replays"),
         (name = "authentication", description = "Tenant tokens from client credentials"),
         (name = "operations", description = "Liveness and readiness"),
         (name = "documentation", description = "This document and its browsable page"),

@@ -294,6 +294,7 @@ pub async fn delete_webhook(
     responses(
         (status = 200, description = "The new secret, shown only here", body = crate::http::openapi::schemas::RotatedWebhookSecret),
         (status = 404, description = "No such endpoint", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "Another rotation of the same secret won meanwhile: this one's secret was never valid", body = crate::http::openapi::schemas::ErrorBody),
     ))]
 pub async fn rotate_webhook_secret(
     auth: TenantAuth,

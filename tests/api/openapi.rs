@@ -3,11 +3,12 @@
 //! with nothing but this server.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Reply, TestApp, spawn_app};
+use crate::helpers::{Reply, TestApp, TestDb, spawn_app, spawn_app_on, user};
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 
@@ -748,4 +749,205 @@ async fn the_docs_page_loads_everything_from_this_server() {
         .await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert_eq!(missing.code(), "not_found");
+}
+
+#[tokio::test]
+async fn webhook_responses_match_the_documented_schemas() {
+    // Loopback targets allowed; nothing listens on the discard port, so deliveries wait.
+    let app = spawn_app_on(
+        Arc::new(TestDb::new().await),
+        "[webhooks]\nallow_http = true\nallow_targets = [\"127.0.0.1\"]\n",
+    )
+    .await;
+    let document = document(&app).await;
+    let admin = app.admin_token.clone();
+    let (tenant, token) = app.new_tenant().await;
+    let url = "http://127.0.0.1:9/hook";
+
+    // the tenant's routes
+    let reply = app
+        .post(
+            "/webhooks",
+            &token,
+            json!({"url": url, "description": "schema check", "event_types": ["turn.completed"]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text);
+    check(&document, "post", "/webhooks", &reply);
+    let endpoint = reply.body["id"].as_str().unwrap().to_owned();
+    for refused in [
+        json!({"url": "ftp://127.0.0.1/hook"}),
+        json!({"url": url, "event_types": []}),
+        json!({"url": url, "event_types": ["turn.exploded"]}),
+        json!({"url": url, "secret": "mine"}),
+    ] {
+        let reply = app.post("/webhooks", &token, refused).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text);
+        check(&document, "post", "/webhooks", &reply);
+    }
+    let reply = app.get("/webhooks?limit=1", &token).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(&document, "get", "/webhooks", &reply);
+    let reply = app.get("/webhooks?after=nonsense", &token).await;
+    check(&document, "get", "/webhooks", &reply);
+    let path = format!("/webhooks/{endpoint}");
+    let reply = app.get(&path, &token).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(&document, "get", "/webhooks/{endpoint_id}", &reply);
+    let reply = app.get("/webhooks/wh_nothing", &token).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.text);
+    check(&document, "get", "/webhooks/{endpoint_id}", &reply);
+    let reply = app
+        .patch(&path, &token, json!({"description": null, "enabled": true}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(&document, "patch", "/webhooks/{endpoint_id}", &reply);
+    let reply = app
+        .patch(&path, &token, json!({"url": "http://10.0.0.1/hook"}))
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text);
+    check(&document, "patch", "/webhooks/{endpoint_id}", &reply);
+    let reply = app
+        .post(&format!("{path}/rotate-secret"), &token, json!({}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(
+        &document,
+        "post",
+        "/webhooks/{endpoint_id}/rotate-secret",
+        &reply,
+    );
+
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"stream": "none", "messages": [user("hello")]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    let deliveries = format!("{path}/deliveries");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let message = loop {
+        let reply = app.get(&deliveries, &token).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        check(
+            &document,
+            "get",
+            "/webhooks/{endpoint_id}/deliveries",
+            &reply,
+        );
+        if let Some(id) = reply.body["deliveries"][0]["id"].as_str() {
+            break id.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no delivery");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let replay = "/webhooks/{endpoint_id}/deliveries/{message_id}/replay";
+    let reply = app
+        .post(&format!("{deliveries}/{message}/replay"), &token, json!({}))
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.text);
+    check(&document, "post", replay, &reply);
+    let reply = app
+        .post(
+            &format!("{deliveries}/msg_nothing/replay"),
+            &token,
+            json!({}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.text);
+    check(&document, "post", replay, &reply);
+
+    // the admin's routes, on the same endpoint
+    let base = "/admin/tenants/{tenant_id}/webhooks";
+    let admin_path = format!("/admin/tenants/{tenant}/webhooks/{endpoint}");
+    let reply = app
+        .get(&format!("/admin/tenants/{tenant}/webhooks"), &admin)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(&document, "get", base, &reply);
+    let reply = app.get("/admin/tenants/ten_nothing/webhooks", &admin).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.text);
+    check(&document, "get", base, &reply);
+    let reply = app.get(&admin_path, &admin).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(&document, "get", &format!("{base}/{{endpoint_id}}"), &reply);
+    let reply = app
+        .patch(&admin_path, &admin, json!({"enabled": false}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(
+        &document,
+        "patch",
+        &format!("{base}/{{endpoint_id}}"),
+        &reply,
+    );
+    let reply = app
+        .post(
+            &format!("{admin_path}/deliveries/{message}/replay"),
+            &admin,
+            json!({}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.text);
+    check(
+        &document,
+        "post",
+        &format!("{base}/{{endpoint_id}}/deliveries/{{message_id}}/replay"),
+        &reply,
+    );
+    let reply = app
+        .get(&format!("{admin_path}/deliveries?limit=1"), &admin)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(
+        &document,
+        "get",
+        &format!("{base}/{{endpoint_id}}/deliveries"),
+        &reply,
+    );
+    let reply = app
+        .post(&format!("{admin_path}/rotate-secret"), &admin, json!({}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    check(
+        &document,
+        "post",
+        &format!("{base}/{{endpoint_id}}/rotate-secret"),
+        &reply,
+    );
+    let reply = app
+        .post(
+            &format!("/admin/tenants/{tenant}/webhooks"),
+            &admin,
+            json!({"url": url}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text);
+    check(&document, "post", base, &reply);
+    let second = reply.body["id"].as_str().unwrap().to_owned();
+    let reply = app
+        .delete(
+            &format!("/admin/tenants/{tenant}/webhooks/{second}"),
+            &admin,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.text);
+    check(
+        &document,
+        "delete",
+        &format!("{base}/{{endpoint_id}}"),
+        &reply,
+    );
+
+    let reply = app.delete(&path, &token).await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.text);
+    check(&document, "delete", "/webhooks/{endpoint_id}", &reply);
+    let reply = app.delete(&path, &token).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.text);
+    check(&document, "delete", "/webhooks/{endpoint_id}", &reply);
 }

@@ -18,8 +18,8 @@ use crate::http::webhooks::ops;
     responses(
         (status = 201, description = "The endpoint, and its secret shown only here", body = crate::http::openapi::schemas::CreatedWebhook),
         (status = 400, description = "A field is wrong (named in `field`): the URL, its target or an event type", body = crate::http::openapi::schemas::ErrorBody),
-        (status = 409, description = "The tenant has as many endpoints as allowed", body = crate::http::openapi::schemas::ErrorBody),
         (status = 404, description = "No such tenant", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "The tenant has as many endpoints as allowed", body = crate::http::openapi::schemas::ErrorBody),
     ))]
 pub async fn create_webhook(
     _: AdminAuth,
@@ -109,6 +109,7 @@ pub async fn delete_webhook(
     responses(
         (status = 200, description = "The new secret, shown only here", body = crate::http::openapi::schemas::RotatedWebhookSecret),
         (status = 404, description = "No such endpoint or tenant", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "Another rotation of the same secret won meanwhile: this one's secret was never valid", body = crate::http::openapi::schemas::ErrorBody),
     ))]
 pub async fn rotate_webhook_secret(
     _: AdminAuth,
@@ -144,7 +145,7 @@ pub async fn list_webhook_deliveries(
     params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)"), ("endpoint_id" = String, Path, description = "A webhook endpoint id (`wh_…`)"), ("message_id" = String, Path, description = "A message id (`msg_…`)")),
     responses(
         (status = 202, description = "The delivery, pending again with the same message id", body = crate::http::openapi::schemas::WebhookDelivery),
-        (status = 404, description = "No such endpoint or delivery", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 404, description = "No such endpoint, delivery or tenant", body = crate::http::openapi::schemas::ErrorBody),
         (status = 409, description = "The endpoint is disabled", body = crate::http::openapi::schemas::ErrorBody),
     ))]
 pub async fn replay_webhook_delivery(

@@ -531,34 +531,79 @@ impl ToSchema for AcpStream {
 }
 
 // ---- webhooks ----
+//
+// `/webhooks` and `/admin/tenants/{tenant_id}/webhooks` (`http/webhooks.rs`): the handlers
+// parse raw JSON into private types and answer `engine::CreatedEndpoint`,
+// `engine::RotatedSecret`, `model::Endpoint` and `model::WebhookDelivery`, described here.
 
-/// `POST /webhooks`: a new endpoint.
+/// An event type an endpoint can be sent.
 #[derive(Serialize, ToSchema)]
-pub struct CreateWebhook {
-    /// An HTTPS URL (plain HTTP only where the configuration allows it); internal addresses
-    /// are refused unless `webhooks.allow_targets` names them.
-    pub url: String,
-    #[schema(required = false)]
-    pub description: Option<String>,
-    /// The event types to send (`turn.completed`, `turn.failed`, `turn.cancelled`,
-    /// `turn.interrupted`, `turn.awaiting_input`, `run.status_changed`); absent: all.
-    #[schema(required = false)]
-    pub event_types: Vec<String>,
+pub enum WebhookEventType {
+    #[serde(rename = "turn.completed")]
+    TurnCompleted,
+    #[serde(rename = "turn.failed")]
+    TurnFailed,
+    #[serde(rename = "turn.cancelled")]
+    TurnCancelled,
+    #[serde(rename = "turn.interrupted")]
+    TurnInterrupted,
+    /// The turn stopped on tool calls the client runs or on permission requests.
+    #[serde(rename = "turn.awaiting_input")]
+    TurnAwaitingInput,
+    /// A run took a new status when its turn stopped.
+    #[serde(rename = "run.status_changed")]
+    RunStatusChanged,
 }
 
-/// `PATCH /webhooks/{endpoint_id}`: the fields to change; `enabled: true` re-enables an
-/// endpoint disabled by failures.
+/// How a delivery proves where it comes from: Standard Webhooks signatures
+/// (`webhook-id`, `webhook-timestamp`, `webhook-signature`) made with the endpoint's
+/// secret, or the secret as a bearer token.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookAuth {
+    Signature,
+    Bearer,
+}
+
+/// pending → delivered | failed; a replay makes either pending again.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookDeliveryStatus {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+/// `POST /webhooks`: a new endpoint. Unknown fields are refused.
+#[derive(Serialize, ToSchema)]
+pub struct CreateWebhook {
+    /// An HTTPS URL (plain HTTP only where `webhooks.allow_http` allows it); internal
+    /// addresses are refused unless `webhooks.allow_targets` names them.
+    pub url: String,
+    /// At most 512 characters.
+    #[schema(required = false, max_length = 512)]
+    pub description: Option<String>,
+    /// The event types to send; absent: all of them (an empty list is refused).
+    #[schema(required = false, nullable = false, min_items = 1)]
+    pub event_types: Option<Vec<WebhookEventType>>,
+}
+
+/// `PATCH /webhooks/{endpoint_id}`: the fields to change, the others unchanged; `enabled:
+/// true` re-enables an endpoint disabled by failures (and clears `disabled_reason`).
+/// Unknown fields are refused.
 #[derive(Serialize, ToSchema)]
 pub struct UpdateWebhook {
-    #[schema(required = false)]
-    pub url: String,
-    /// `null` removes it.
-    #[schema(required = false)]
+    /// Checked as on creation.
+    #[schema(required = false, nullable = false)]
+    pub url: Option<String>,
+    /// At most 512 characters; `null` removes it.
+    #[schema(required = false, max_length = 512)]
     pub description: Option<String>,
-    #[schema(required = false)]
-    pub event_types: Vec<String>,
-    #[schema(required = false)]
-    pub enabled: bool,
+    /// An empty list is refused.
+    #[schema(required = false, nullable = false, min_items = 1)]
+    pub event_types: Option<Vec<WebhookEventType>>,
+    #[schema(required = false, nullable = false)]
+    pub enabled: Option<bool>,
 }
 
 /// A webhook endpoint (its secret is never shown again after creation or rotation).
@@ -567,18 +612,21 @@ pub struct WebhookEndpoint {
     /// `wh_…`
     pub id: String,
     pub tenant_id: TenantId,
+    /// The URL as checked and normalized.
     pub url: String,
+    #[schema(required = true)]
     pub description: Option<String>,
-    pub event_types: Vec<String>,
-    /// `signature` (Standard Webhooks) or `bearer`.
-    pub auth: String,
+    pub event_types: Vec<WebhookEventType>,
+    pub auth: WebhookAuth,
     pub enabled: bool,
     /// Why failures disabled it.
+    #[schema(required = true)]
     pub disabled_reason: Option<String>,
     /// Until when deliveries are also signed with the secret a rotation replaced.
-    pub previous_secret_expires_at: Option<chrono::DateTime<chrono::Utc>>,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-    pub updated_at: chrono::DateTime<chrono::Utc>,
+    #[schema(required = true)]
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 /// A new endpoint and its secret (`whsec_…`), shown only here.
@@ -586,21 +634,26 @@ pub struct WebhookEndpoint {
 pub struct CreatedWebhook {
     #[serde(flatten)]
     pub endpoint: WebhookEndpoint,
+    /// `whsec_…`: keep it, it is not shown again.
     pub secret: String,
 }
 
 #[derive(Serialize, ToSchema)]
 pub struct WebhookList {
+    /// Newest first.
     pub endpoints: Vec<WebhookEndpoint>,
-    #[schema(required = false)]
-    pub next: String,
+    /// The cursor of the next page (`?after=`), when more follow.
+    #[schema(required = false, nullable = false)]
+    pub next: Option<String>,
 }
 
 /// A rotation's new secret, shown only here.
 #[derive(Serialize, ToSchema)]
 pub struct RotatedWebhookSecret {
+    /// `whsec_…`: keep it, it is not shown again.
     pub secret: String,
-    pub previous_secret_expires_at: chrono::DateTime<chrono::Utc>,
+    /// Until when deliveries are signed with the replaced secret too.
+    pub previous_secret_expires_at: DateTime<Utc>,
 }
 
 /// One message to one endpoint, with its attempts so far.
@@ -608,21 +661,29 @@ pub struct RotatedWebhookSecret {
 pub struct WebhookDelivery {
     /// The message id (`msg_…`): the `webhook-id` header of every attempt.
     pub id: String,
+    /// `wh_…`
     pub endpoint_id: String,
+    /// The event type (`turn.completed`, …).
     pub event_type: String,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    pub status: WebhookDeliveryStatus,
     pub attempts: i64,
-    pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
-    pub last_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[schema(required = true)]
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    #[schema(required = true)]
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    /// The HTTP status of the last attempt, when it got one.
+    #[schema(required = true)]
     pub last_status: Option<i64>,
+    #[schema(required = true)]
     pub last_error: Option<String>,
-    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub created_at: DateTime<Utc>,
 }
 
 #[derive(Serialize, ToSchema)]
 pub struct WebhookDeliveryList {
+    /// Newest first.
     pub deliveries: Vec<WebhookDelivery>,
-    #[schema(required = false)]
-    pub next: String,
+    /// The cursor of the next page (`?after=`), when more follow.
+    #[schema(required = false, nullable = false)]
+    pub next: Option<String>,
 }
