@@ -15,9 +15,9 @@
 //! 2. **noisy**: the same, with the noisy tenant at `--overload` times its quota: what its
 //!    quota admits runs, the rest is refused with 429.
 //!
-//! The difference between the phases is the cost of the refused excess alone. The windows
-//! are fixed minutes: within one, the noisy tenant may use its whole quota at the rate it
-//! sends, so its admitted turns come faster in the second phase.
+//! The difference between the phases is the cost of the refused excess alone: the quotas are
+//! paced, so the noisy tenant's admitted turns come at its quota in both phases (after a
+//! burst of `quotas.burst_seconds`' worth at the start of the second, in its warmup).
 //!
 //! It prints, per phase, the quiet tenants' turns per second and turn latency (p50, p99),
 //! what the noisy tenant got (admitted, refused, other), and the rise of the quiet p99.

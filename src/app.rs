@@ -69,7 +69,7 @@ impl AppState {
             settings.engine.clone(),
             settings.tools.clone(),
             mcp.clone(),
-            settings.quotas.defaults(&settings.engine),
+            settings.quotas.policy(&settings.engine),
         );
         let (process, wake) = engine.webhook_wiring();
         let webhooks = Webhooks::new(

@@ -273,6 +273,12 @@ impl Settings {
         self.auth.validate()?;
         self.engine.validate()?;
         self.webhooks.validate()?;
+        if !(1..=60).contains(&self.quotas.burst_seconds) {
+            return Err(ConfigError::new(
+                "quotas.burst_seconds",
+                "must be between 1 and 60",
+            ));
+        }
         if !self.secrets.key.is_empty() {
             parse_key(self.secrets.key.expose())
                 .map_err(|message| ConfigError::new("secrets.key", message))?;

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::EngineSettings;
-use crate::model::QuotaOverrides;
+use crate::model::{QuotaDefaults, QuotaOverrides};
 
 /// Rate and storage quotas; 0 means unlimited. The concurrent and queued turn quotas default
 /// to `engine.max_concurrent_turns_per_tenant` and `engine.max_queued_turns_per_tenant`.
@@ -14,6 +14,8 @@ pub struct QuotaSettings {
     pub turns_per_minute: u64,
     pub tokens_per_day: u64,
     pub stored_sessions: u64,
+    /// How many seconds' worth of a per-minute quota a tenant may use at once.
+    pub burst_seconds: u64,
 }
 
 impl QuotaSettings {
@@ -26,6 +28,14 @@ impl QuotaSettings {
             queued_turns: Some(engine.max_queued_turns_per_tenant as u64),
             tokens_per_day: Some(self.tokens_per_day),
             stored_sessions: Some(self.stored_sessions),
+        }
+    }
+
+    /// The defaults with the pacing of the per-minute quotas, as the engine applies them.
+    pub fn policy(&self, engine: &EngineSettings) -> QuotaDefaults {
+        QuotaDefaults {
+            values: self.defaults(engine),
+            burst_seconds: self.burst_seconds,
         }
     }
 }

@@ -1,14 +1,20 @@
 //! Per-tenant quotas: the values in force for each tenant, and the counting of the rate
 //! quotas (requests and turns per minute, tokens per day).
 //!
-//! A rate quota counts over fixed windows (a minute starting on the minute, a day starting at
-//! 00:00 UTC). The database holds what each window has handed out over every process
-//! (`quota_windows`); a process takes a share of the window at a time (a sixteenth of the
-//! quota, at least 1) and counts it down in memory, so a request costs a write only once per
-//! share, and the processes together never admit more than the quota. A window found used up
-//! is remembered until it ends: a tenant far over its quota is refused from memory, without a
-//! query, and does not slow the others. Tokens per day are the tokens the tenant's turns of
-//! the day reported, read from the usage ledger at most once a second per tenant.
+//! A per-minute quota is paced by a leaky bucket (GCRA): a quota of `L` a minute drains one
+//! unit every `60 / L` s from a bucket that holds a burst of units (`quotas.burst_seconds`'
+//! worth of the quota, at least 10 or `L`); a request that does not fit is refused, and a
+//! retry fits as soon as one unit has drained. A tenant far over its quota is thus admitted
+//! evenly at its quota, never in a burst of a minute's worth, and does not slow the others.
+//!
+//! The database holds each bucket (`quota_buckets`), over every process: a process puts a
+//! few units in at a time (an eighth of the burst, at least 1) with one conditional write and
+//! counts them down in memory, so a request costs a write only once per take, and the
+//! processes together never admit more than the bucket allows. Units taken and not used
+//! within the time they stand for are dropped. A bucket found full is remembered until a
+//! unit should have drained: a tenant far over its quota is refused from memory, without a
+//! query. Tokens per day are the tokens the tenant's turns of the day reported, read from the
+//! usage ledger at most once a second per tenant.
 //!
 //! A tenant's own values arrive with its token's state (read with it, at most
 //! `auth.state_cache_ttl_ms` old) and at once when this process changes them.
@@ -20,48 +26,142 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 
 use super::EngineError;
-use crate::model::{Quota, QuotaExceeded, QuotaOverrides, QuotaStanding, Quotas, TenantId};
+use crate::model::{
+    Quota, QuotaDefaults, QuotaExceeded, QuotaOverrides, QuotaStanding, Quotas, TenantId,
+};
 use crate::store::Store;
 
 /// How long the day's token count of a tenant is believed.
 const TOKENS_FRESH: Duration = Duration::from_secs(1);
 
-/// Shares a process takes of a window at a time: the quota over this, at least 1.
-const SHARES_PER_WINDOW: u64 = 16;
+/// Takes a process makes of a bucket's burst: the burst over this, at least 1.
+const TAKES_PER_BURST: u64 = 8;
 
-/// Most tenants whose counts are kept; a full book forgets ended windows, then everything.
+/// The smallest burst of a per-minute quota (the whole quota when it is smaller).
+const MIN_BURST: u64 = 10;
+
+/// Most tenants whose counts are kept; a full book forgets drained buckets, then everything.
 const MAX_TENANTS: usize = 100_000;
+
+const MICROS: i64 = 1_000_000;
 
 #[derive(Debug)]
 pub struct QuotaBook {
     store: Store,
     defaults: QuotaOverrides,
+    burst_seconds: u64,
     own: Mutex<HashMap<TenantId, QuotaOverrides>>,
-    windows: Mutex<HashMap<(TenantId, Quota), Window>>,
+    buckets: Mutex<HashMap<(TenantId, Quota), Bucket>>,
     tokens: Mutex<HashMap<TenantId, (Instant, u64)>>,
 }
 
-/// This process's view of one tenant's current window of one rate quota.
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    start: i64,
-    /// The limit the counts below were taken under.
+/// How a per-minute quota paces a tenant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pace {
     limit: u64,
-    /// Units taken from the database and not yet used here.
+    /// Units the bucket holds.
+    burst: u64,
+    /// Microseconds for one unit to drain.
+    interval: f64,
+}
+
+impl Pace {
+    fn new(limit: u64, window_seconds: u64, burst_seconds: u64) -> Pace {
+        let share = (limit as u128 * burst_seconds as u128).div_ceil(window_seconds as u128);
+        let burst = u64::try_from(share)
+            .unwrap_or(u64::MAX)
+            .max(MIN_BURST.min(limit))
+            .min(limit)
+            .max(1);
+        Pace {
+            limit,
+            burst,
+            interval: (window_seconds as i64 * MICROS) as f64 / limit.max(1) as f64,
+        }
+    }
+
+    /// The bucket's level at `now`, from `level` at `at`.
+    fn drained(&self, level: f64, at: i64, now: i64) -> f64 {
+        (level - (now - at).max(0) as f64 / self.interval).max(0.0)
+    }
+
+    /// Whole units that fit into a bucket at `level`.
+    fn room(&self, level: f64) -> u64 {
+        (self.burst as f64 - level + 1e-6).floor().max(0.0) as u64
+    }
+
+    /// Microseconds until a bucket at `level` has drained to `to`.
+    fn until(&self, level: f64, to: f64) -> i64 {
+        ((level - to).max(0.0) * self.interval).ceil() as i64
+    }
+}
+
+/// This process's view of one tenant's bucket of one per-minute quota.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    /// The pace the view was taken under.
+    pace: Pace,
+    /// Units taken from the database and not yet used here, usable until `expires`.
     local: u64,
-    /// What the window had handed out over every process at this process's last take.
-    used: u64,
-    /// The database had nothing left for this window at the last take.
-    exhausted: bool,
+    expires: i64,
+    /// The bucket's level over every process at this process's last take, and its time.
+    level: f64,
+    at: i64,
+    /// The bucket was full at the last take: refused from memory until then.
+    full_until: i64,
+}
+
+impl Bucket {
+    fn new(pace: Pace) -> Bucket {
+        Bucket {
+            pace,
+            local: 0,
+            expires: 0,
+            level: 0.0,
+            at: 0,
+            full_until: 0,
+        }
+    }
+
+    fn standing(&self, quota: Quota, now: i64, window: u64) -> QuotaStanding {
+        let local = if now < self.expires { self.local } else { 0 };
+        let level = self.pace.drained(self.level, self.at, now);
+        let remaining = if now < self.full_until {
+            local
+        } else {
+            (local + self.pace.room(level)).min(self.pace.burst)
+        };
+        QuotaStanding {
+            quota,
+            limit: self.pace.limit,
+            remaining,
+            reset: seconds(self.pace.until(level, 0.0)),
+            window,
+        }
+    }
+
+    fn refusal(&self, quota: Quota, now: i64) -> QuotaExceeded {
+        QuotaExceeded {
+            quota,
+            limit: self.pace.limit,
+            retry_after: seconds(self.full_until - now).max(1),
+        }
+    }
+}
+
+/// Whole seconds covering `micros`.
+fn seconds(micros: i64) -> u64 {
+    (micros.max(0) as u64).div_ceil(MICROS as u64)
 }
 
 impl QuotaBook {
-    pub fn new(store: Store, defaults: QuotaOverrides) -> Self {
+    pub fn new(store: Store, defaults: QuotaDefaults) -> Self {
         Self {
             store,
-            defaults,
+            defaults: defaults.values,
+            burst_seconds: defaults.burst_seconds,
             own: Mutex::new(HashMap::new()),
-            windows: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(HashMap::new()),
             tokens: Mutex::new(HashMap::new()),
         }
     }
@@ -90,95 +190,74 @@ impl QuotaBook {
         values.insert(*tenant, own);
     }
 
-    /// Counts one unit against a rate quota: where the quota stands after it, `None` when the
-    /// quota does not bound the tenant, or the refusal.
+    /// The pace of a per-minute quota that bounds the tenant.
+    fn pace(&self, tenant: &TenantId, quota: Quota) -> Option<(Pace, u64)> {
+        let limit = self.of(tenant).limit(quota)?;
+        let window = quota.window_seconds()?;
+        Some((Pace::new(limit, window, self.burst_seconds), window))
+    }
+
+    /// Counts one unit against a per-minute quota: where the quota stands after it, `None`
+    /// when the quota does not bound the tenant, or the refusal.
     pub async fn charge(
         &self,
         tenant: &TenantId,
         quota: Quota,
     ) -> Result<Option<QuotaStanding>, EngineError> {
-        let Some(limit) = self.of(tenant).limit(quota) else {
+        let Some((pace, window)) = self.pace(tenant, quota) else {
             return Ok(None);
         };
-        let Some(length) = quota.window_seconds() else {
-            return Ok(None);
-        };
-        let now = Utc::now().timestamp();
-        let start = now - now.rem_euclid(length as i64);
-        let reset = (start + length as i64 - now) as u64;
-        let refusal = QuotaExceeded {
-            quota,
-            limit,
-            retry_after: reset.max(1),
-        };
+        let now = Utc::now().timestamp_micros();
         let key = (*tenant, quota);
-        let fresh = {
-            let mut windows = self.windows.lock().expect("quota lock");
-            if windows.len() >= MAX_TENANTS && !windows.contains_key(&key) {
-                windows.retain(|_, w| w.start == start);
-                if windows.len() >= MAX_TENANTS {
-                    windows.clear();
+        {
+            let mut buckets = self.buckets.lock().expect("quota lock");
+            if buckets.len() >= MAX_TENANTS && !buckets.contains_key(&key) {
+                buckets.retain(|_, b| b.pace.drained(b.level, b.at, now) > 0.0);
+                if buckets.len() >= MAX_TENANTS {
+                    buckets.clear();
                 }
             }
-            let window = windows.entry(key).or_insert(Window {
-                start,
-                limit,
-                local: 0,
-                used: 0,
-                exhausted: false,
-            });
-            let fresh = window.start != start;
-            if fresh {
-                *window = Window {
-                    start,
-                    limit,
-                    local: 0,
-                    used: 0,
-                    exhausted: false,
-                };
-            } else if window.limit != limit {
-                // The quota changed: what was found used up may fit the new one.
-                window.limit = limit;
-                window.exhausted = false;
+            let bucket = buckets.entry(key).or_insert(Bucket::new(pace));
+            if bucket.pace != pace {
+                // The quota changed: what was found full may fit the new one.
+                bucket.pace = pace;
+                bucket.full_until = 0;
             }
-            if window.local > 0 {
-                window.local -= 1;
-                return Ok(Some(standing(quota, window, reset, length)));
+            if bucket.local > 0 && now < bucket.expires {
+                bucket.local -= 1;
+                return Ok(Some(bucket.standing(quota, now, window)));
             }
-            if window.exhausted || limit == 0 {
-                return Err(EngineError::QuotaExceeded(refusal));
+            bucket.local = 0;
+            if now < bucket.full_until {
+                return Err(EngineError::QuotaExceeded(bucket.refusal(quota, now)));
             }
-            fresh || window.used == 0
-        };
-        let want = (limit / SHARES_PER_WINDOW).max(1);
-        let (granted, used) = self
+        }
+        let want = (pace.burst / TAKES_PER_BURST).max(1);
+        let (granted, level) = self
             .store
-            .take_from_window(tenant, quota.as_str(), start, want, limit)
+            .take_from_bucket(
+                tenant,
+                quota.as_str(),
+                now,
+                want,
+                1.0 / pace.interval,
+                pace.burst,
+            )
             .await?;
-        if fresh {
-            self.store
-                .delete_ended_windows(tenant, quota.as_str(), start)
-                .await?;
-        }
-        let mut windows = self.windows.lock().expect("quota lock");
-        let window = windows.entry(key).or_insert(Window {
-            start,
-            limit,
-            local: 0,
-            used: 0,
-            exhausted: false,
-        });
-        if window.start != start {
-            // The window ended meanwhile: what was taken counts for the old one.
-            return Ok(Some(standing(quota, window, reset, length)));
-        }
-        window.used = window.used.max(used);
+        let mut buckets = self.buckets.lock().expect("quota lock");
+        let bucket = buckets.entry(key).or_insert(Bucket::new(pace));
+        bucket.pace = pace;
+        bucket.level = level;
+        bucket.at = now;
         if granted == 0 {
-            window.exhausted = true;
-            return Err(EngineError::QuotaExceeded(refusal));
+            // Full: one unit must drain before a take can fit.
+            bucket.full_until = now + pace.until(level, pace.burst as f64 - 1.0).max(1);
+            return Err(EngineError::QuotaExceeded(bucket.refusal(quota, now)));
         }
-        window.local += granted - 1;
-        Ok(Some(standing(quota, window, reset, length)))
+        // The units stand for the time they take to drain; unused by then, they are dropped.
+        bucket.local = granted - 1;
+        bucket.expires = now + (granted as f64 * pace.interval) as i64;
+        Ok(Some(bucket.standing(quota, now, window)))
     }
 
     /// Refuses a turn when the tenant's turns of the day already used its token quota.
@@ -230,54 +309,95 @@ impl QuotaBook {
     /// without counting anything.
     pub fn standings(&self, tenant: &TenantId) -> Vec<QuotaStanding> {
         let quotas = self.of(tenant);
-        let now = Utc::now().timestamp();
-        let windows = self.windows.lock().expect("quota lock");
+        let now = Utc::now();
+        let micros = now.timestamp_micros();
+        let buckets = self.buckets.lock().expect("quota lock");
         let tokens = self.tokens.lock().expect("quota lock");
         Quota::ALL
             .into_iter()
             .filter_map(|quota| {
                 let limit = quotas.limit(quota)?;
-                let length = quota.window_seconds()?;
-                let start = now - now.rem_euclid(length as i64);
-                let reset = (start + length as i64 - now) as u64;
-                let remaining = match quota {
-                    Quota::TokensPerDay => {
-                        let used = tokens.get(tenant).map_or(0, |(_, used)| *used);
-                        limit.saturating_sub(used)
-                    }
-                    _ => match windows.get(&(*tenant, quota)) {
-                        Some(w) if w.start == start && w.exhausted && w.local == 0 => 0,
-                        Some(w) if w.start == start => {
-                            limit.saturating_sub(w.used.saturating_sub(w.local))
-                        }
-                        _ => limit,
-                    },
+                let window = quota.window_seconds()?;
+                if quota == Quota::TokensPerDay {
+                    let used = tokens.get(tenant).map_or(0, |(_, used)| *used);
+                    return Some(QuotaStanding {
+                        quota,
+                        limit,
+                        remaining: limit.saturating_sub(used),
+                        reset: (86_400 - now.timestamp().rem_euclid(86_400)) as u64,
+                        window,
+                    });
+                }
+                let pace = Pace::new(limit, window, self.burst_seconds);
+                let bucket = match buckets.get(&(*tenant, quota)) {
+                    Some(bucket) if bucket.pace == pace => *bucket,
+                    _ => Bucket::new(pace),
                 };
-                Some(QuotaStanding {
-                    quota,
-                    limit,
-                    remaining,
-                    reset,
-                    window: length,
-                })
+                Some(bucket.standing(quota, micros, window))
             })
             .collect()
-    }
-}
-
-fn standing(quota: Quota, window: &Window, reset: u64, length: u64) -> QuotaStanding {
-    QuotaStanding {
-        quota,
-        limit: window.limit,
-        remaining: window
-            .limit
-            .saturating_sub(window.used.saturating_sub(window.local)),
-        reset,
-        window: length,
     }
 }
 
 fn day_start(now: DateTime<Utc>) -> DateTime<Utc> {
     let seconds = now.timestamp();
     DateTime::from_timestamp(seconds - seconds.rem_euclid(86_400), 0).unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_burst_is_the_configured_seconds_of_the_quota_at_least_ten_or_the_quota() {
+        assert_eq!(Pace::new(600, 60, 10).burst, 100);
+        assert_eq!(Pace::new(600, 60, 60).burst, 600);
+        assert_eq!(Pace::new(40, 60, 10).burst, 10);
+        assert_eq!(Pace::new(3, 60, 10).burst, 3);
+        assert_eq!(Pace::new(1, 60, 1).burst, 1);
+        assert_eq!(Pace::new(u64::MAX, 60, 60).burst, u64::MAX);
+        assert_eq!(Pace::new(60, 60, 10).interval, 1_000_000.0);
+    }
+
+    #[test]
+    fn a_bucket_drains_at_the_pace_and_a_full_one_waits_for_one_unit() {
+        let pace = Pace::new(60, 60, 10);
+        assert_eq!(pace.room(0.0), 10);
+        assert_eq!(pace.room(9.5), 0);
+        assert_eq!(pace.room(9.0), 1);
+        assert_eq!(pace.drained(10.0, 0, 2_500_000), 7.5);
+        assert_eq!(pace.drained(1.0, 0, 60_000_000), 0.0);
+        // A clock behind the last take drains nothing.
+        assert_eq!(pace.drained(4.0, 1_000, 0), 4.0);
+        assert_eq!(pace.until(10.0, 9.0), 1_000_000);
+        assert_eq!(pace.until(3.0, 0.0), 3_000_000);
+    }
+
+    #[test]
+    fn a_standing_counts_local_units_and_what_fits_and_a_refusal_the_wait() {
+        let pace = Pace::new(60, 60, 10);
+        let bucket = Bucket {
+            pace,
+            local: 2,
+            expires: 5_000_000,
+            level: 8.0,
+            at: 0,
+            full_until: 0,
+        };
+        let standing = bucket.standing(Quota::RequestsPerMinute, 1_000_000, 60);
+        assert_eq!((standing.remaining, standing.reset), (5, 7));
+        // Expired local units are gone.
+        let standing = bucket.standing(Quota::RequestsPerMinute, 6_000_000, 60);
+        assert_eq!((standing.remaining, standing.reset), (8, 2));
+        let full = Bucket {
+            full_until: 1_500_000,
+            ..bucket
+        };
+        assert_eq!(full.refusal(Quota::RequestsPerMinute, 0).retry_after, 2);
+        assert_eq!(
+            full.refusal(Quota::RequestsPerMinute, 1_400_000)
+                .retry_after,
+            1
+        );
+    }
 }

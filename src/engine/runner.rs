@@ -186,7 +186,7 @@ impl Engine {
         settings: EngineSettings,
         tools: crate::config::ToolsSettings,
         mcp: Arc<crate::tools::mcp::McpRegistry>,
-        quotas: crate::model::QuotaOverrides,
+        quotas: crate::model::QuotaDefaults,
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer));
         let process = ProcessId::generate();

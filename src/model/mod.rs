@@ -27,7 +27,7 @@ pub use ids::{
 };
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use nul::{NUL_REPLACEMENT, check_no_nul, holds_nul, scrub_nul};
-pub use quota::{Quota, QuotaExceeded, QuotaOverrides, QuotaStanding, Quotas};
+pub use quota::{Quota, QuotaDefaults, QuotaExceeded, QuotaOverrides, QuotaStanding, Quotas};
 pub use run::{Run, RunStatus};
 pub use session::{ServerToolRef, Session, ToolSpec};
 pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};

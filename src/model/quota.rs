@@ -180,8 +180,8 @@ impl Quotas {
 pub struct QuotaExceeded {
     pub quota: Quota,
     pub limit: u64,
-    /// Seconds until the quota may admit again (the end of its window, or a guess for a
-    /// quota on a level).
+    /// Seconds until the quota may admit again (the next unit of a per-minute quota, the
+    /// end of the day for tokens, a guess for a quota on a level).
     pub retry_after: u64,
 }
 
@@ -201,11 +201,21 @@ impl fmt::Display for QuotaExceeded {
 pub struct QuotaStanding {
     pub quota: Quota,
     pub limit: u64,
+    /// Units that may be used now.
     pub remaining: u64,
-    /// Seconds until the window resets.
+    /// Seconds until all of the quota's units are back (the day's end for tokens).
     pub reset: u64,
-    /// The window's length in seconds.
+    /// The length in seconds of the window the limit is given for.
     pub window: u64,
+}
+
+/// The configured defaults of every quota, and how the per-minute ones pace a tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaDefaults {
+    pub values: QuotaOverrides,
+    /// A per-minute quota of `L` lets a tenant use at most `L × burst_seconds / 60` units at
+    /// once (at least 10, or `L` when smaller); beyond that, one unit every `60 / L` s.
+    pub burst_seconds: u64,
 }
 
 #[cfg(test)]

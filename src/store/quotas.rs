@@ -1,4 +1,4 @@
-//! Tenants' own quota values, and what the current window of each rate quota handed out.
+//! Tenants' own quota values, and the buckets that pace their per-minute quotas.
 
 use chrono::{DateTime, Utc};
 
@@ -32,6 +32,9 @@ impl From<QuotaRow> for QuotaOverrides {
         }
     }
 }
+
+/// Rounding the bucket's level may leave: a take that fits but for this still fits.
+const LEVEL_SLACK: f64 = 1e-6;
 
 fn column(value: Option<u64>) -> Option<i64> {
     value.map(|v| i64::try_from(v).unwrap_or(i64::MAX))
@@ -86,85 +89,77 @@ impl Store {
         Ok(())
     }
 
-    /// Takes up to `want` units of the window starting at `window_start` (unix seconds) of
-    /// the tenant's `quota`, never handing out more than `limit` over every process: the
-    /// units granted (0 when the window is used up) and what the window handed out in all.
-    pub async fn take_from_window(
+    /// Puts up to `want` units into the tenant's bucket of `quota` at `now_us` (unix
+    /// microseconds), never filling it over `burst`: the bucket drains `drain_per_us` units
+    /// per microsecond. Returns the units granted (0 when not even one fits) and the bucket's
+    /// level at `now_us` after the take. One conditional upsert, tried again with what is left
+    /// when the whole take does not fit (another process may take that first: a few times at
+    /// most).
+    pub async fn take_from_bucket(
         &self,
         tenant: &TenantId,
         quota: &str,
-        window_start: i64,
+        now_us: i64,
         want: u64,
-        limit: u64,
-    ) -> Result<(u64, u64), StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut want = i64::try_from(want).unwrap_or(i64::MAX).min(limit);
-        // A take that does not fit asks for what is left; another process may take that
-        // first, so ask again, a few times at most.
+        drain_per_us: f64,
+        burst: u64,
+    ) -> Result<(u64, f64), StoreError> {
+        // The level drained to `now_us`; a process whose clock is behind the last writer's
+        // drains nothing.
+        const DRAINED: &str = "(CASE WHEN quota_buckets.level \
+             - (CASE WHEN $3 > quota_buckets.updated_us THEN $3 ELSE quota_buckets.updated_us END \
+             - quota_buckets.updated_us) * $5 > 0 \
+             THEN quota_buckets.level \
+             - (CASE WHEN $3 > quota_buckets.updated_us THEN $3 ELSE quota_buckets.updated_us END \
+             - quota_buckets.updated_us) * $5 ELSE 0 END)";
+        let burst = burst as f64;
+        let mut want = (want as f64).min(burst);
         for _ in 0..4 {
-            if want <= 0 {
+            if want < 1.0 {
                 break;
             }
-            let used: Option<i64> = with_writer!(self, |pool| {
-                sqlx::query_scalar(
-                    "INSERT INTO quota_windows (tenant_id, quota, window_start, used) \
-                     VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (tenant_id, quota, window_start) DO UPDATE \
-                     SET used = quota_windows.used + excluded.used \
-                     WHERE quota_windows.used + excluded.used <= $5 \
-                     RETURNING used",
-                )
+            let level: Option<f64> = with_writer!(self, |pool| {
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO quota_buckets (tenant_id, quota, level, updated_us) \
+                     VALUES ($1, $2, $4, $3) \
+                     ON CONFLICT (tenant_id, quota) DO UPDATE \
+                     SET level = {DRAINED} + $4, \
+                     updated_us = CASE WHEN $3 > quota_buckets.updated_us THEN $3 \
+                     ELSE quota_buckets.updated_us END \
+                     WHERE {DRAINED} + $4 <= $6 \
+                     RETURNING level"
+                )))
                 .bind(tenant)
                 .bind(quota)
-                .bind(window_start)
+                .bind(now_us)
                 .bind(want)
-                .bind(limit)
+                .bind(drain_per_us)
+                .bind(burst + LEVEL_SLACK)
                 .fetch_optional(pool)
                 .await
             })?;
-            if let Some(used) = used {
-                return Ok((want as u64, used.max(0) as u64));
+            if let Some(level) = level {
+                return Ok((want as u64, level));
             }
-            let used: i64 = with_writer!(self, |pool| {
-                sqlx::query_scalar(
-                    "SELECT used FROM quota_windows WHERE tenant_id = $1 AND quota = $2 \
-                     AND window_start = $3",
+            let row: Option<(f64, i64)> = with_writer!(self, |pool| {
+                sqlx::query_as(
+                    "SELECT level, updated_us FROM quota_buckets \
+                     WHERE tenant_id = $1 AND quota = $2",
                 )
                 .bind(tenant)
                 .bind(quota)
-                .bind(window_start)
                 .fetch_optional(pool)
                 .await
-            })?
-            .unwrap_or(0);
-            want = want.min(limit - used);
-            if want <= 0 {
-                return Ok((0, used.max(0) as u64));
+            })?;
+            let level = row.map_or(0.0, |(level, updated)| {
+                (level - (now_us.max(updated) - updated) as f64 * drain_per_us).max(0.0)
+            });
+            want = want.min((burst - level + LEVEL_SLACK).floor());
+            if want < 1.0 {
+                return Ok((0, level));
             }
         }
-        Ok((0, limit.max(0) as u64))
-    }
-
-    /// Forgets the tenant's windows of `quota` that ended before `window_start`.
-    pub async fn delete_ended_windows(
-        &self,
-        tenant: &TenantId,
-        quota: &str,
-        window_start: i64,
-    ) -> Result<(), StoreError> {
-        with_writer!(self, |pool| {
-            sqlx::query(
-                "DELETE FROM quota_windows WHERE tenant_id = $1 AND quota = $2 \
-                 AND window_start < $3",
-            )
-            .bind(tenant)
-            .bind(quota)
-            .bind(window_start)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(())
+        Ok((0, burst))
     }
 
     /// Model tokens (input and output) the tenant's turns created since `from` reported.

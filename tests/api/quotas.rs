@@ -1,8 +1,9 @@
 //! Per-tenant quotas: each one refuses with 429 `quota_exceeded` naming it, `Retry-After`
-//! and the RateLimit headers; admin changes apply at once; other tenants are untouched; and
-//! the limits hold over two processes on one PostgreSQL database.
+//! and the RateLimit headers; admin changes apply at once; other tenants are untouched; the
+//! per-minute quotas give units back at their pace; and the limits hold over two processes on
+//! one PostgreSQL database.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -10,19 +11,6 @@ use serde_json::{Value, json};
 use crate::acp::acp_user;
 use crate::helpers::{Reply, TestApp, TestDb, spawn_app, user};
 use crate::process::{Deployment, ServerProcess, run_ok};
-
-/// Waits, if need be, until the current minute has at least 15 s left, so that a test's
-/// requests fall in one window of the per-minute quotas.
-async fn early_in_a_minute() {
-    let second = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        % 60;
-    if second >= 45 {
-        tokio::time::sleep(Duration::from_secs(61 - second)).await;
-    }
-}
 
 async fn set_quotas(app: &TestApp, tenant: &str, quotas: Value) -> Reply {
     app.patch(
@@ -92,7 +80,6 @@ async fn requests_over_the_per_minute_quota_are_refused_and_a_raised_quota_appli
     assert_eq!(reply.body["own"]["requests_per_minute"], 3);
     assert_eq!(reply.body["own"]["turns_per_minute"], Value::Null);
 
-    early_in_a_minute().await;
     for left in [2, 1, 0] {
         let reply = app.get("/sessions", &token).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
@@ -104,6 +91,13 @@ async fn requests_over_the_per_minute_quota_are_refused_and_a_raised_quota_appli
     }
     let refused = app.get("/sessions", &token).await;
     assert_refused(&refused, "requests_per_minute", 3);
+    // Paced: one request's unit drains every 20 s, and a retry fits once it has.
+    let retry: u64 = refused.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((18..=20).contains(&retry), "{retry}");
     // Every face: the same quota refuses ACP requests, in ACP's error body.
     let acp = app.get("/acp/agents", &token).await;
     assert_eq!(acp.status, StatusCode::TOO_MANY_REQUESTS, "{}", acp.text);
@@ -140,7 +134,6 @@ async fn turns_over_the_per_minute_quota_are_refused_on_every_face() {
     let app = spawn_app().await;
     let (tenant, token) = app.new_tenant().await;
     set_quotas(&app, &tenant, json!({"turns_per_minute": 2})).await;
-    early_in_a_minute().await;
     let session = app
         .create_session(&token, json!({"agent": {"name": "echo"}}))
         .await;
@@ -356,7 +349,6 @@ async fn the_cli_sets_quotas_that_a_serving_process_applies() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("requests"));
 
-    early_in_a_minute().await;
     let server = deployment.start(&[]);
     let statuses = get_sessions(&server, &token, 3).await;
     assert_eq!(statuses, [200, 200, 429]);
@@ -385,7 +377,8 @@ async fn rate_quotas_hold_over_two_processes_on_one_postgresql() {
         eprintln!("several processes need PostgreSQL: set TEST_POSTGRES_URL");
         return;
     }
-    let deployment = Deployment::on(db, "");
+    // The whole quota may be used at once (a burst of 40 requests, 5 turns).
+    let deployment = Deployment::on(db, "[quotas]\nburst_seconds = 60\n");
     let (chatty, chatty_token) = deployment.tenant_token("chatty");
     let (busy, busy_token) = deployment.tenant_token("busy");
     let set = |tenant: &str, quota: &str| {
@@ -397,21 +390,29 @@ async fn rate_quotas_hold_over_two_processes_on_one_postgresql() {
     };
     set(&chatty, "requests_per_minute=40");
     set(&busy, "turns_per_minute=5");
-    early_in_a_minute().await;
     let a = deployment.start(&[]);
     let b = deployment.start(&[]);
-    // Thirty requests on each process at once: exactly the quota passes.
+    // 45 requests on each process at once (either one alone could use the whole burst):
+    // the burst passes, plus at most the units that drained meanwhile (one per 1.5 s).
+    let started = Instant::now();
     let (on_a, on_b) = tokio::join!(
-        get_sessions(&a, &chatty_token, 30),
-        get_sessions(&b, &chatty_token, 30)
+        get_sessions(&a, &chatty_token, 45),
+        get_sessions(&b, &chatty_token, 45)
     );
+    let drained = (started.elapsed().as_secs_f64() / 1.5).ceil() as usize;
     let passed = on_a.iter().chain(&on_b).filter(|s| **s == 200).count();
     let refused = on_a.iter().chain(&on_b).filter(|s| **s == 429).count();
-    assert_eq!((passed, refused), (40, 20), "{on_a:?} {on_b:?}");
+    assert_eq!(passed + refused, 90, "{on_a:?} {on_b:?}");
+    assert!(
+        (40..=40 + drained).contains(&passed),
+        "{passed} passed in {:?}: {on_a:?} {on_b:?}",
+        started.elapsed()
+    );
 
     // Turns admitted by either process: five in all.
     let client = reqwest::Client::new();
     let mut admitted = 0;
+    let started = Instant::now();
     for (i, server) in [&a, &b].into_iter().cycle().take(8).enumerate() {
         let session = server.create_session(&busy_token, "echo").await;
         let response = client
@@ -430,5 +431,53 @@ async fn rate_quotas_hold_over_two_processes_on_one_postgresql() {
             other => panic!("{other}"),
         }
     }
-    assert_eq!(admitted, 5);
+    // One turn drains every 12 s.
+    let drained = (started.elapsed().as_secs_f64() / 12.0).ceil() as usize;
+    assert!((5..=5 + drained).contains(&admitted), "{admitted}");
+}
+
+#[tokio::test]
+async fn a_bucket_gives_units_back_at_the_quotas_pace() {
+    let app = spawn_app().await;
+    let (tenant, _) = app.new_tenant().await;
+    let (other, _) = app.new_tenant().await;
+    let tenant = tenant.parse().unwrap();
+    let other = other.parse().unwrap();
+    let store = &app.state.store;
+    // 60 a minute: one unit drains per second, from a bucket of 10.
+    let drain = 1e-6;
+    let t0: i64 = 1_800_000_000_000_000;
+    let take = |tenant, at: i64, want: u64| async move {
+        store
+            .take_from_bucket(&tenant, "requests_per_minute", at, want, drain, 10)
+            .await
+            .unwrap()
+    };
+    let close = |(granted, level): (u64, f64), expected: (u64, f64)| {
+        assert_eq!(granted, expected.0, "{level}");
+        assert!(
+            (level - expected.1).abs() < 1e-6,
+            "{level} != {}",
+            expected.1
+        );
+    };
+    close(take(tenant, t0, 4).await, (4, 4.0));
+    // A take that does not fit whole gets what is left.
+    close(take(tenant, t0, 8).await, (6, 10.0));
+    // Full: nothing fits until a whole unit drained.
+    close(take(tenant, t0 + 999_000, 1).await, (0, 9.001));
+    close(take(tenant, t0 + 1_000_000, 1).await, (1, 10.0));
+    // 2.5 s later, two whole units fit.
+    close(take(tenant, t0 + 3_500_000, 5).await, (2, 9.5));
+    // A process whose clock is behind the last take drains nothing.
+    close(take(tenant, t0, 1).await, (0, 9.5));
+    // Another tenant, and another quota of the same tenant, have buckets of their own.
+    close(take(other, t0 + 3_500_000, 3).await, (3, 3.0));
+    let turns = store
+        .take_from_bucket(&tenant, "turns_per_minute", t0 + 3_500_000, 1, drain, 10)
+        .await
+        .unwrap();
+    close(turns, (1, 1.0));
+    // A bucket left alone drains empty.
+    close(take(tenant, t0 + 60_000_000, 10).await, (10, 10.0));
 }
