@@ -166,6 +166,9 @@ impl TokenKeys {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Settings;

@@ -134,3 +134,59 @@ impl FromRequest for AdminAuth {
         })
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    //! Properties of reading the `Authorization` header: any casing of the scheme and any
+    //! spacing around the token are accepted; anything else is refused, never a panic.
+
+    use actix_web::test::TestRequest;
+    use proptest::prelude::*;
+
+    use super::bearer_token;
+    use crate::error::ErrorCode;
+
+    fn with_authorization(value: &str) -> actix_web::HttpRequest {
+        TestRequest::default()
+            .insert_header(("authorization", value))
+            .to_http_request()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn a_bearer_token_is_read_whatever_the_casing_and_spacing(
+            upper in prop::collection::vec(any::<bool>(), 6),
+            before in " {0,3}",
+            after in " {0,3}",
+            token in "[!-~]{1,64}",
+        ) {
+            let scheme: String = "bearer"
+                .chars()
+                .zip(upper)
+                .map(|(c, up)| if up { c.to_ascii_uppercase() } else { c })
+                .collect();
+            let request = with_authorization(&format!("{scheme} {before}{token}{after}"));
+            prop_assert_eq!(bearer_token(&request).ok(), Some(token));
+        }
+
+        #[test]
+        fn anything_else_is_refused_as_an_invalid_token(value in "[ -~]{0,80}") {
+            let request = with_authorization(&value);
+            match bearer_token(&request) {
+                Ok(token) => {
+                    let (scheme, rest) = value.split_once(' ').unwrap();
+                    prop_assert!(scheme.eq_ignore_ascii_case("bearer"));
+                    prop_assert!(!token.is_empty());
+                    prop_assert_eq!(token.as_str(), rest.trim());
+                }
+                Err(error) => prop_assert_eq!(error.code, ErrorCode::InvalidToken),
+            }
+        }
+    }
+}
