@@ -88,8 +88,8 @@ impl Client {
         response.json().await.unwrap_or(Value::Null)
     }
 
-    /// A new tenant with `quotas`, and a token of it.
-    async fn tenant(&self, admin: &str, name: String, quotas: Value) -> String {
+    /// A new tenant with `quotas`: its id and a token of it.
+    async fn tenant(&self, admin: &str, name: String, quotas: Value) -> (String, String) {
         let post = reqwest::Method::POST;
         let tenant = self
             .call(
@@ -100,13 +100,7 @@ impl Client {
             )
             .await;
         let id = tenant["id"].as_str().unwrap();
-        self.call(
-            reqwest::Method::PATCH,
-            &format!("/admin/tenants/{id}/quotas"),
-            admin,
-            quotas,
-        )
-        .await;
+        self.quotas(admin, id, quotas).await;
         let token = self
             .call(
                 post,
@@ -115,7 +109,17 @@ impl Client {
                 json!({}),
             )
             .await;
-        token["token"].as_str().unwrap().to_owned()
+        (id.to_owned(), token["token"].as_str().unwrap().to_owned())
+    }
+
+    async fn quotas(&self, admin: &str, tenant: &str, quotas: Value) {
+        self.call(
+            reqwest::Method::PATCH,
+            &format!("/admin/tenants/{tenant}/quotas"),
+            admin,
+            quotas,
+        )
+        .await;
     }
 
     async fn session(&self, token: &str) -> String {
@@ -284,7 +288,7 @@ async fn main() {
     let mut quiet_tokens = Vec::new();
     for i in 0..args.quiet_tenants {
         let name = format!("quiet-{run}-{i}");
-        quiet_tokens.push(client.tenant(&admin, name, roomy.clone()).await);
+        quiet_tokens.push(client.tenant(&admin, name, roomy.clone()).await.1);
     }
     let mut quiet = Vec::new();
     for i in 0..args.connections {
@@ -292,9 +296,10 @@ async fn main() {
         let session = client.session(&token).await;
         quiet.push((token, session));
     }
-    let noisy_quotas = json!({"requests_per_minute": args.quota, "turns_per_minute": args.quota});
-    let noisy_token = client
-        .tenant(&admin, format!("noisy-{run}"), noisy_quotas)
+    // The noisy tenant's sessions are made before it gets its quotas, which then bound its
+    // turns alone.
+    let (noisy, noisy_token) = client
+        .tenant(&admin, format!("noisy-{run}"), roomy.clone())
         .await;
     let mut sessions_of_phase = Vec::new();
     for _ in 0..2 {
@@ -304,6 +309,8 @@ async fn main() {
         }
         sessions_of_phase.push(sessions);
     }
+    let noisy_quotas = json!({"requests_per_minute": args.quota, "turns_per_minute": args.quota});
+    client.quotas(&admin, &noisy, noisy_quotas).await;
     let noisy_phase_sessions = sessions_of_phase.pop().unwrap();
     let noisy_sessions = sessions_of_phase.pop().unwrap();
     let rate = args.quota as f64 * args.overload as f64 / 60.0;

@@ -80,9 +80,10 @@ impl Pace {
         }
     }
 
-    /// The bucket's level at `now`, from `level` at `at`.
+    /// The bucket's level at `now`, from `level` at `at` (at most a full bucket: a level over
+    /// the burst is left by a quota since lowered).
     fn drained(&self, level: f64, at: i64, now: i64) -> f64 {
-        (level - (now - at).max(0) as f64 / self.interval).max(0.0)
+        (level.min(self.burst as f64) - (now - at).max(0) as f64 / self.interval).max(0.0)
     }
 
     /// Whole units that fit into a bucket at `level`.
@@ -369,6 +370,8 @@ mod tests {
         assert_eq!(pace.drained(1.0, 0, 60_000_000), 0.0);
         // A clock behind the last take drains nothing.
         assert_eq!(pace.drained(4.0, 1_000, 0), 4.0);
+        // A level left over the burst by a lowered quota counts as a full bucket.
+        assert_eq!(pace.drained(1e6, 0, 1_000_000), 9.0);
         assert_eq!(pace.until(10.0, 9.0), 1_000_000);
         assert_eq!(pace.until(3.0, 0.0), 3_000_000);
     }

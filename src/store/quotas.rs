@@ -104,14 +104,16 @@ impl Store {
         drain_per_us: f64,
         burst: u64,
     ) -> Result<(u64, f64), StoreError> {
-        // The level drained to `now_us`; a process whose clock is behind the last writer's
+        // The level drained to `now_us`, from at most a full bucket (a level over the burst is
+        // left by a quota since lowered); a process whose clock is behind the last writer's
         // drains nothing.
-        const DRAINED: &str = "(CASE WHEN quota_buckets.level \
-             - (CASE WHEN $3 > quota_buckets.updated_us THEN $3 ELSE quota_buckets.updated_us END \
-             - quota_buckets.updated_us) * $5 > 0 \
-             THEN quota_buckets.level \
-             - (CASE WHEN $3 > quota_buckets.updated_us THEN $3 ELSE quota_buckets.updated_us END \
-             - quota_buckets.updated_us) * $5 ELSE 0 END)";
+        const ELAPSED: &str = "(CASE WHEN $3 > quota_buckets.updated_us \
+             THEN $3 - quota_buckets.updated_us ELSE 0 END)";
+        const CAPPED: &str = "(CASE WHEN quota_buckets.level > $7 THEN $7 \
+             ELSE quota_buckets.level END)";
+        let drained = format!(
+            "(CASE WHEN {CAPPED} - {ELAPSED} * $5 > 0 THEN {CAPPED} - {ELAPSED} * $5 ELSE 0 END)"
+        );
         let burst = burst as f64;
         let mut want = (want as f64).min(burst);
         for _ in 0..4 {
@@ -123,10 +125,10 @@ impl Store {
                     "INSERT INTO quota_buckets (tenant_id, quota, level, updated_us) \
                      VALUES ($1, $2, $4, $3) \
                      ON CONFLICT (tenant_id, quota) DO UPDATE \
-                     SET level = {DRAINED} + $4, \
+                     SET level = {drained} + $4, \
                      updated_us = CASE WHEN $3 > quota_buckets.updated_us THEN $3 \
                      ELSE quota_buckets.updated_us END \
-                     WHERE {DRAINED} + $4 <= $6 \
+                     WHERE {drained} + $4 <= $6 \
                      RETURNING level"
                 )))
                 .bind(tenant)
@@ -135,6 +137,7 @@ impl Store {
                 .bind(want)
                 .bind(drain_per_us)
                 .bind(burst + LEVEL_SLACK)
+                .bind(burst)
                 .fetch_optional(pool)
                 .await
             })?;
@@ -152,7 +155,7 @@ impl Store {
                 .await
             })?;
             let level = row.map_or(0.0, |(level, updated)| {
-                (level - (now_us.max(updated) - updated) as f64 * drain_per_us).max(0.0)
+                (level.min(burst) - (now_us.max(updated) - updated) as f64 * drain_per_us).max(0.0)
             });
             want = want.min((burst - level + LEVEL_SLACK).floor());
             if want < 1.0 {

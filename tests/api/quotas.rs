@@ -480,4 +480,14 @@ async fn a_bucket_gives_units_back_at_the_quotas_pace() {
     close(turns, (1, 1.0));
     // A bucket left alone drains empty.
     close(take(tenant, t0 + 60_000_000, 10).await, (10, 10.0));
+    // Lowered to a burst of 2, the full bucket counts as full, not as five buckets: one unit
+    // fits as soon as one drained.
+    let lowered = |at: i64| async move {
+        store
+            .take_from_bucket(&tenant, "requests_per_minute", at, 1, drain, 2)
+            .await
+            .unwrap()
+    };
+    close(lowered(t0 + 60_000_000).await, (0, 2.0));
+    close(lowered(t0 + 61_000_000).await, (1, 2.0));
 }
