@@ -144,6 +144,11 @@ impl Webhooks {
                 tracing::warn!(%error, endpoint_id = %endpoint, "cannot record a webhook attempt");
                 break;
             }
+            self.metrics.webhook_delivery(match outcome {
+                AttemptOutcome::Delivered { .. } => "delivered",
+                AttemptOutcome::Retry { .. } => "failed",
+                AttemptOutcome::Exhausted { .. } => "disabled",
+            });
             match outcome {
                 AttemptOutcome::Delivered { .. } => {
                     tracing::info!(endpoint_id = %endpoint, message_id = %next.message_id, "webhook delivered");
