@@ -731,13 +731,21 @@ async fn every_response_carries_a_fresh_request_id_that_the_requests_json_logs_c
         assert!(carries, "{line}");
     }
 
-    // The turn's own task logs in a span with its ids.
-    let ended = logs
-        .lines()
-        .filter(|line| line.contains(&turn) && line.contains("turn ended"))
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .next()
-        .expect("the turn's task logged its end");
+    // The turn's own task logs in a span with its ids (its last line may follow the
+    // response).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ended = loop {
+        let ended = captured_logs()
+            .lines()
+            .filter(|line| line.contains(&turn) && line.contains("turn ended"))
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .next();
+        if let Some(ended) = ended {
+            break ended;
+        }
+        assert!(Instant::now() < deadline, "the turn's task logged its end");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let turn_span = ended["spans"]
         .as_array()
         .unwrap()
