@@ -757,3 +757,30 @@ async fn every_response_carries_a_fresh_request_id_that_the_requests_json_logs_c
     assert_eq!(turn_span["turn_id"], turn.as_str());
     assert!(!logs.contains(&token), "tokens are never logged");
 }
+
+#[tokio::test]
+async fn each_configured_mcp_server_is_reported_up_or_down() {
+    let config = format!(
+        "[[mcp_servers]]\nname = \"fx\"\ncommand = '{}'\n\n\
+         [[mcp_servers]]\nname = \"gone\"\ncommand = '/nonexistent/agentry-mcp-server'\n",
+        crate::mcp::fixture().display()
+    );
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    assert!(
+        app.state
+            .mcp
+            .wait_for("fx", Duration::from_secs(20), |tools| tools.is_some())
+            .await,
+        "the fixture connects"
+    );
+    let scrape = scrape(&app).await;
+    assert_eq!(
+        scrape.value("agentry_mcp_server_up", &[("server", "fx")]),
+        1.0
+    );
+    assert_eq!(
+        scrape.value("agentry_mcp_server_up", &[("server", "gone")]),
+        0.0
+    );
+    assert_eq!(scrape.series("agentry_mcp_server_up").len(), 2);
+}

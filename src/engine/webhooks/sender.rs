@@ -140,15 +140,15 @@ impl Webhooks {
             };
             let at = crate::model::now();
             let outcome = self.outcome(&next, attempt, at);
-            if let Err(error) = self.store.record_webhook_attempt(&next, at, &outcome).await {
-                tracing::warn!(%error, endpoint_id = %endpoint, "cannot record a webhook attempt");
-                break;
-            }
             self.metrics.webhook_delivery(match outcome {
                 AttemptOutcome::Delivered { .. } => "delivered",
                 AttemptOutcome::Retry { .. } => "failed",
                 AttemptOutcome::Exhausted { .. } => "disabled",
             });
+            if let Err(error) = self.store.record_webhook_attempt(&next, at, &outcome).await {
+                tracing::warn!(%error, endpoint_id = %endpoint, "cannot record a webhook attempt");
+                break;
+            }
             match outcome {
                 AttemptOutcome::Delivered { .. } => {
                     tracing::info!(endpoint_id = %endpoint, message_id = %next.message_id, "webhook delivered");
