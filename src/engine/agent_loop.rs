@@ -23,6 +23,35 @@ use crate::store::Deltas;
 use crate::store::StoreError;
 use crate::tools;
 
+/// Counts a turn's model calls in the metrics, under its agent's provider and model.
+pub(super) struct Meter<'a> {
+    metrics: &'a crate::metrics::Metrics,
+    provider: &'static str,
+    model: String,
+    tenant: &'a crate::model::TenantId,
+}
+
+impl Meter<'_> {
+    /// One call that ended (its stream done, failed or abandoned).
+    pub(super) fn record(
+        &self,
+        elapsed: std::time::Duration,
+        failed: bool,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) {
+        let call = ProviderCall {
+            provider: self.provider,
+            model: &self.model,
+            elapsed,
+            failed,
+            input_tokens,
+            output_tokens,
+        };
+        self.metrics.provider_call(call, self.tenant);
+    }
+}
+
 /// The error code of a turn the model's provider failed.
 const PROVIDER_ERROR: &str = "provider_error";
 
@@ -348,7 +377,12 @@ async fn run_steps(
     let tools: std::sync::Arc<[ToolSpec]> = tools.into();
     let options = std::sync::Arc::new(open_secret_options(&engine.secrets, session)?);
     let provider = providers::for_agent(agent.settings(), &engine.http);
-    let model = agent.model_label(&options);
+    let meter = Meter {
+        metrics: &engine.metrics,
+        provider: agent.settings().provider.kind().as_str(),
+        model: agent.model_label(&options),
+        tenant: &turn.tenant_id,
+    };
     let system_prompt: std::sync::Arc<str> =
         render_options(&agent.settings().system_prompt, &options).into();
     let mut outcome = Outcome {
@@ -372,6 +406,7 @@ async fn run_steps(
             tools: &tools,
             options: &options,
             token_ratio: token_ratio.unwrap_or(1.0),
+            meter: &meter,
         };
         let (messages, compaction) = compaction::history_for_model(
             &engine.store,
@@ -406,19 +441,13 @@ async fn run_steps(
         let call_started = Instant::now();
         let before = outcome.usage;
         let step = stream_message(stream, control, log, &mut outcome.usage).await?;
-        engine.metrics.provider_call(
-            ProviderCall {
-                provider: agent.settings().provider.kind().as_str(),
-                model: &model,
-                elapsed: call_started.elapsed(),
-                failed: step
-                    .error
-                    .as_ref()
-                    .is_some_and(|e| e.code == PROVIDER_ERROR),
-                input_tokens: outcome.usage.input_tokens - before.input_tokens,
-                output_tokens: outcome.usage.output_tokens - before.output_tokens,
-            },
-            &turn.tenant_id,
+        meter.record(
+            call_started.elapsed(),
+            step.error
+                .as_ref()
+                .is_some_and(|e| e.code == PROVIDER_ERROR),
+            outcome.usage.input_tokens - before.input_tokens,
+            outcome.usage.output_tokens - before.output_tokens,
         );
         if budgeted
             && let Some(ratio) =
