@@ -18,6 +18,7 @@ use crate::config::Settings;
 use crate::crypto::{self, SecretBox};
 use crate::engine::{Engine, Webhooks};
 use crate::http;
+use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::tools::mcp::McpRegistry;
 
@@ -40,6 +41,8 @@ pub struct AppState {
     pub webhooks: Arc<Webhooks>,
     /// The configured MCP servers; connected once the app is built to serve.
     pub mcp: Arc<McpRegistry>,
+    /// What `GET /metrics` reports.
+    pub metrics: Arc<Metrics>,
 }
 
 impl AppState {
@@ -60,6 +63,7 @@ impl AppState {
         let login_limits = LoginLimits::new(&settings.auth)
             .await
             .context("cannot prepare the login limits")?;
+        let metrics = Metrics::new(settings.metrics.tenant_label);
         let mcp = McpRegistry::new(&settings.mcp_servers);
         let agents = Agents::from_settings(&settings.agents, &mcp);
         let engine = Engine::new(
@@ -70,6 +74,7 @@ impl AppState {
             settings.tools.clone(),
             mcp.clone(),
             settings.quotas.policy(&settings.engine),
+            metrics.clone(),
         );
         let (process, wake) = engine.webhook_wiring();
         let webhooks = Webhooks::new(
@@ -78,6 +83,7 @@ impl AppState {
             settings.webhooks.clone(),
             process,
             wake,
+            metrics.clone(),
         );
         let auth_cache = AuthCache::new(Duration::from_millis(settings.auth.state_cache_ttl_ms));
         Ok(AppState {
@@ -91,6 +97,7 @@ impl AppState {
             engine,
             webhooks,
             mcp,
+            metrics,
         })
     }
 }
@@ -147,6 +154,8 @@ async fn load_secret_box(settings: &Settings, store: &Store) -> anyhow::Result<S
 pub struct App {
     port: u16,
     server: Server,
+    /// The listener of `/metrics` alone (`metrics.bind`), with its port.
+    metrics: Option<(u16, Server)>,
     state: web::Data<AppState>,
     stop: CancellationToken,
     /// On SQLite: held while this process serves the file (see [`claim_sqlite`]).
@@ -158,6 +167,14 @@ impl App {
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on server.bind {}", settings.server.bind))?;
+        let metrics_listener = settings
+            .metrics
+            .own_bind()
+            .map(|bind| {
+                TcpListener::bind(bind)
+                    .with_context(|| format!("cannot listen on metrics.bind {bind}"))
+            })
+            .transpose()?;
         // Before anything touches the database: start-up recovery would end the turns of
         // another process serving the same SQLite file.
         let claim = claim_sqlite(settings.database.url.expose())?;
@@ -178,6 +195,9 @@ impl App {
         // Servers connect in the background: one that is down delays nothing.
         state.mcp.start();
         let mut app = Self::with_state(listener, state)?;
+        if let Some(listener) = metrics_listener {
+            app.metrics = Some(metrics_server(listener, app.state.clone())?);
+        }
         app._claim = claim;
         Ok(app)
     }
@@ -207,6 +227,7 @@ impl App {
                 .wrap(http::error_handlers())
                 .wrap(from_fn(http::request_limits))
                 .wrap(from_fn(http::cors::cors))
+                .wrap(from_fn(http::observe))
                 .wrap(TracingLogger::<http::RequestSpan>::new())
                 .wrap(from_fn(http::forwarded::strip_untrusted))
                 .app_data(data.clone())
@@ -226,6 +247,7 @@ impl App {
         Ok(App {
             port,
             server,
+            metrics: None,
             state,
             stop: CancellationToken::new(),
             _claim: None,
@@ -234,6 +256,11 @@ impl App {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The port of the `/metrics` listener, when `metrics.bind` gives it one.
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics.as_ref().map(|(port, _)| *port)
     }
 
     /// Cancelling this token shuts the app down as SIGTERM does.
@@ -250,6 +277,10 @@ impl App {
     /// interrupted, streams end, connections close.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let handle = self.server.handle();
+        let metrics = self.metrics.map(|(_, server)| {
+            let handle = server.handle();
+            (handle, tokio::spawn(server))
+        });
         let mut server = tokio::spawn(self.server);
         tokio::select! {
             result = &mut server => return result.unwrap_or_else(|e| Err(std::io::Error::other(e))),
@@ -260,6 +291,10 @@ impl App {
         self.state.engine.shutdown(grace).await;
         self.state.webhooks.shutdown().await;
         handle.stop(true).await;
+        if let Some((handle, server)) = metrics {
+            handle.stop(true).await;
+            let _ = server.await;
+        }
         self.state.mcp.shutdown().await;
         let result = server
             .await
@@ -268,6 +303,28 @@ impl App {
         tracing::info!("agentry stopped");
         result
     }
+}
+
+/// The small server of `/metrics` on an address of its own (`metrics.bind`).
+fn metrics_server(
+    listener: TcpListener,
+    state: web::Data<AppState>,
+) -> anyhow::Result<(u16, Server)> {
+    let port = listener.local_addr()?.port();
+    let server = HttpServer::new(move || {
+        ActixApp::new()
+            .wrap(http::error_handlers())
+            .wrap(TracingLogger::<http::RequestSpan>::new())
+            .app_data(state.clone())
+            .configure(http::configure_metrics)
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(5)
+    .listen(listener)?
+    .run();
+    tracing::info!(port, "metrics are served on an address of their own");
+    Ok((port, server))
 }
 
 /// A SQLite database is one serving process's: its engine numbers events and runs turns

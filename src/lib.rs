@@ -9,6 +9,7 @@ pub mod crypto;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod metrics;
 pub mod model;
 pub mod providers;
 pub mod store;

@@ -1,7 +1,8 @@
 //! Logging: text for terminals, JSON for containers; `RUST_LOG` overrides `log.level`.
 //! Text records are written one per line whatever the logged values hold: control
 //! characters in a record (a newline or an ANSI escape in a client-supplied name) are
-//! escaped, and nothing is coloured.
+//! escaped, and nothing is coloured. A JSON record carries the fields of every span it is
+//! logged in (`spans`): a request's id, tenant, session and turn, a turn task's ids.
 
 use std::io::{self, Write};
 
@@ -15,6 +16,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry};
 
 use crate::config::{LogFormat, LogSettings};
+use crate::model::{SessionId, TurnId};
 
 /// Installs the global subscriber writing to `writer`. Request spans are reported when they
 /// close, with their duration.
@@ -32,7 +34,7 @@ where
                 tracing_subscriber::fmt::layer()
                     .json()
                     .with_current_span(true)
-                    .with_span_list(false)
+                    .with_span_list(true)
                     .with_span_events(FmtSpan::CLOSE)
                     .with_writer(writer),
             )
@@ -41,6 +43,16 @@ where
     };
     // A second initialization (tests building several apps) keeps the first subscriber.
     let _ = result;
+}
+
+/// Names the session the current request (its span declares `session_id`) is about.
+pub fn record_session(session: &SessionId) {
+    tracing::Span::current().record("session_id", tracing::field::display(session));
+}
+
+/// Names the turn the current request (its span declares `turn_id`) is about.
+pub fn record_turn(turn: &TurnId) {
+    tracing::Span::current().record("turn_id", tracing::field::display(turn));
 }
 
 fn text_layer<S, W>(writer: W) -> impl Layer<S>

@@ -129,6 +129,22 @@ impl Agent {
         self.settings.options.iter().find(|o| o.name == name)
     }
 
+    /// The model a turn with these options calls, as a metrics label: filled in when the
+    /// configured model refers only to select options (whose values are configured too),
+    /// else the configured text itself, so what a client types never becomes a label.
+    pub fn model_label(&self, options: &std::collections::BTreeMap<String, String>) -> String {
+        let model = &self.settings.model;
+        let bounded = crate::config::option_references(model).iter().all(|name| {
+            self.option(name)
+                .is_some_and(|o| o.kind == crate::config::OptionKind::Select)
+        });
+        if bounded {
+            template::render_options(model, options)
+        } else {
+            model.clone()
+        }
+    }
+
     pub fn declares_history(&self, kind: HistoryType) -> bool {
         self.settings.history.types.contains(&kind)
     }

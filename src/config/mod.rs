@@ -12,6 +12,7 @@ mod agents;
 mod auth;
 mod engine;
 mod mcp;
+mod metrics;
 mod net;
 mod options;
 mod providers;
@@ -30,6 +31,7 @@ pub use agents::{AgentSettings, HistorySettings, ImageInput};
 pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings, parse_key};
 pub use engine::EngineSettings;
 pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
+pub use metrics::MetricsSettings;
 pub use net::IpNet;
 pub use options::{OptionKind, OptionSettings};
 pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSettings};
@@ -55,6 +57,7 @@ pub struct Settings {
     pub quotas: QuotaSettings,
     pub tools: ToolsSettings,
     pub log: LogSettings,
+    pub metrics: MetricsSettings,
     pub agentscope: AgentScopeSettings,
     pub webhooks: WebhooksSettings,
     #[serde(default)]
@@ -279,6 +282,7 @@ impl Settings {
                 "must be between 1 and 60",
             ));
         }
+        self.metrics.validate(&self.server.bind)?;
         if !self.secrets.key.is_empty() {
             parse_key(self.secrets.key.expose())
                 .map_err(|message| ConfigError::new("secrets.key", message))?;

@@ -13,6 +13,16 @@ pub enum ProviderKind {
     Anthropic,
 }
 
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Echo => "echo",
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+}
+
 /// An agent's provider and the settings only that provider reads. A key of another kind
 /// is an unknown key.
 #[derive(Debug, Clone, Deserialize)]

@@ -191,3 +191,26 @@ fn an_agent_takes_only_its_own_providers_keys() {
     assert_eq!((api.timeout_seconds, api.max_retries), (120, 2));
     assert_eq!(settings.agents[0].provider.kind(), ProviderKind::Openai);
 }
+
+#[test]
+fn metrics_settings_are_checked_and_their_token_never_prints() {
+    let settings = Settings::from_toml("").unwrap();
+    assert!(settings.metrics.enabled && settings.metrics.on_main_port());
+    assert!(!settings.metrics.tenant_label);
+    let err = Settings::from_toml("[metrics]\nbind = \"nowhere\"").unwrap_err();
+    assert_eq!(err.key, "metrics.bind");
+    let err = Settings::from_toml("[metrics]\nbind = \"127.0.0.1:8080\"").unwrap_err();
+    assert_eq!(err.key, "metrics.bind");
+    let err = Settings::from_toml("[metrics]\nbearer_token = \"two words\"").unwrap_err();
+    assert_eq!(err.key, "metrics.bearer_token");
+    let own = Settings::from_toml(
+        "[metrics]\nbind = \"127.0.0.1:9100\"\nbearer_token = \"scrape-secret\"",
+    )
+    .unwrap();
+    assert!(!own.metrics.on_main_port());
+    assert_eq!(own.metrics.own_bind(), Some("127.0.0.1:9100"));
+    let printed = format!("{own:?}");
+    assert!(!printed.contains("scrape-secret"), "{printed}");
+    let off = Settings::from_toml("[metrics]\nenabled = false\nbind = \"127.0.0.1:9100\"").unwrap();
+    assert!(!off.metrics.on_main_port() && off.metrics.own_bind().is_none());
+}

@@ -13,6 +13,7 @@ use super::sessions::open_secret_options;
 use super::writer::{Append, Receipt};
 use crate::agents::template::render_options;
 use crate::agents::{Agent, ServerTool};
+use crate::metrics::ProviderCall;
 use crate::model::ToolSpec;
 use crate::model::{
     Content, EventData, HistoryMessage, Session, StopReason, Turn, TurnError, Usage,
@@ -22,22 +23,100 @@ use crate::store::Deltas;
 use crate::store::StoreError;
 use crate::tools;
 
+/// Counts a turn's model calls in the metrics, under its agent's provider and model.
+pub(super) struct Meter<'a> {
+    metrics: &'a crate::metrics::Metrics,
+    provider: &'static str,
+    model: String,
+    tenant: &'a crate::model::TenantId,
+}
+
+impl Meter<'_> {
+    /// One call that ended (its stream done, failed or abandoned).
+    pub(super) fn record(
+        &self,
+        elapsed: std::time::Duration,
+        failed: bool,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) {
+        let call = ProviderCall {
+            provider: self.provider,
+            model: &self.model,
+            elapsed,
+            failed,
+            input_tokens,
+            output_tokens,
+        };
+        self.metrics.provider_call(call, self.tenant);
+    }
+}
+
+/// The error code of a turn the model's provider failed.
+const PROVIDER_ERROR: &str = "provider_error";
+
 /// Appends a turn's events in order; remembers the last receipt to learn of failures, and
 /// the history messages not yet known durable, to add them to the session's cached history.
+/// Counts the turn's start and end in the metrics.
 struct TurnLog<'a> {
     engine: &'a Engine,
     turn: &'a Turn,
     last: Option<Receipt>,
     unsynced: Vec<HistoryMessage>,
+    /// The turn's agent: a metrics label.
+    agent: String,
+    /// When the turn started running here (not set for one ended without running).
+    running_since: Option<Instant>,
+    /// Whether the model's first output was counted.
+    first_output: bool,
 }
 
 impl<'a> TurnLog<'a> {
-    fn new(engine: &'a Engine, turn: &'a Turn) -> Self {
+    /// The log of a turn of `agent`; `None` reads the agent from the turn's session.
+    async fn new(engine: &'a Engine, turn: &'a Turn, agent: Option<&str>) -> Self {
+        let agent = match agent {
+            Some(agent) => agent.to_owned(),
+            None => engine
+                .store
+                .get_session(&turn.tenant_id, &turn.session_id)
+                .await
+                .map_or_else(|_| "unknown".to_owned(), |session| session.agent),
+        };
         Self {
             engine,
             turn,
             last: None,
             unsynced: Vec::new(),
+            agent,
+            running_since: None,
+            first_output: false,
+        }
+    }
+
+    /// Appends the turn's `turn_start`; `running` when the turn now runs (its duration is
+    /// measured from here).
+    async fn start(&mut self, running: bool) {
+        self.engine
+            .metrics
+            .turn_started(&self.agent, &self.turn.tenant_id);
+        if running {
+            self.running_since = Some(Instant::now());
+        }
+        self.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+    }
+
+    /// The model said something for the first time in this turn.
+    fn output(&mut self) {
+        if self.first_output {
+            return;
+        }
+        self.first_output = true;
+        if let Some(since) = self.running_since {
+            self.engine.metrics.turn_first_event(
+                &self.agent,
+                &self.turn.tenant_id,
+                since.elapsed(),
+            );
         }
     }
 
@@ -82,6 +161,13 @@ impl<'a> TurnLog<'a> {
 
     /// Ends the turn with its terminal event and waits for it to be durable.
     async fn stop(&mut self, stop_reason: StopReason, error: Option<TurnError>, usage: Usage) {
+        // Counted before the end is published: whoever sees the end sees it counted.
+        self.engine.metrics.turn_ended(
+            &self.agent,
+            outcome_label(stop_reason, error.as_ref().map(|e| e.code.as_str())),
+            &self.turn.tenant_id,
+            self.running_since.map(|since| since.elapsed()),
+        );
         // The tenant's tokens of the day are read again once this turn's usage is durable:
         // a client that sees the end and starts another turn is held to them.
         self.engine.quotas.turn_ended(&self.turn.tenant_id);
@@ -97,6 +183,18 @@ impl<'a> TurnLog<'a> {
         if let Err(error) = self.sync().await {
             tracing::error!(turn_id = %self.turn.id, error = %error, "could not record the end of a turn");
         }
+    }
+}
+
+/// A turn's outcome as the metrics name it: the stop reason of one that completed, else
+/// `cancelled`, `interrupted` or `failed`.
+fn outcome_label(stop_reason: StopReason, error_code: Option<&str>) -> &'static str {
+    let error = error_code.map(|code| TurnError::new(code, ""));
+    match crate::model::TurnStatus::after_stop(stop_reason, error.as_ref()) {
+        crate::model::TurnStatus::Cancelled => "cancelled",
+        crate::model::TurnStatus::Interrupted => "interrupted",
+        crate::model::TurnStatus::Failed => "failed",
+        _ => stop_reason.as_str(),
     }
 }
 
@@ -125,8 +223,8 @@ pub(super) async fn run_turn(
     control: &TurnControl,
 ) {
     let started = Instant::now();
-    let mut log = TurnLog::new(engine, turn);
-    log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+    let mut log = TurnLog::new(engine, turn, Some(&session.agent)).await;
+    log.start(true).await;
     let mut outcome = match run_steps(engine, turn, session, permissions, control, &mut log).await {
         Ok(outcome) => outcome,
         Err(error) => {
@@ -279,6 +377,12 @@ async fn run_steps(
     let tools: std::sync::Arc<[ToolSpec]> = tools.into();
     let options = std::sync::Arc::new(open_secret_options(&engine.secrets, session)?);
     let provider = providers::for_agent(agent.settings(), &engine.http);
+    let meter = Meter {
+        metrics: &engine.metrics,
+        provider: agent.settings().provider.kind().as_str(),
+        model: agent.model_label(&options),
+        tenant: &turn.tenant_id,
+    };
     let system_prompt: std::sync::Arc<str> =
         render_options(&agent.settings().system_prompt, &options).into();
     let mut outcome = Outcome {
@@ -302,6 +406,7 @@ async fn run_steps(
             tools: &tools,
             options: &options,
             token_ratio: token_ratio.unwrap_or(1.0),
+            meter: &meter,
         };
         let (messages, compaction) = compaction::history_for_model(
             &engine.store,
@@ -333,7 +438,17 @@ async fn run_steps(
             options: options.clone(),
             tools: tools.clone(),
         });
+        let call_started = Instant::now();
+        let before = outcome.usage;
         let step = stream_message(stream, control, log, &mut outcome.usage).await?;
+        meter.record(
+            call_started.elapsed(),
+            step.error
+                .as_ref()
+                .is_some_and(|e| e.code == PROVIDER_ERROR),
+            outcome.usage.input_tokens - before.input_tokens,
+            outcome.usage.output_tokens - before.output_tokens,
+        );
         if budgeted
             && let Some(ratio) =
                 compaction::updated_token_ratio(token_ratio, step.input_tokens, estimated)
@@ -432,16 +547,19 @@ async fn stream_message(
         match next {
             None => break,
             Some(Ok(ModelEvent::TextDelta(delta))) => {
+                log.output();
                 message.push_text(&delta);
                 log.emit(vec![EventData::TextDelta { delta }], Vec::new())
                     .await;
             }
             Some(Ok(ModelEvent::ThinkingDelta(delta))) => {
+                log.output();
                 message.push_thinking(&delta);
                 log.emit(vec![EventData::ThinkingDelta { delta }], Vec::new())
                     .await;
             }
             Some(Ok(ModelEvent::ToolCall { id, name, input })) => {
+                log.output();
                 message.push_tool_use(&id, &name, &input);
                 step.calls.push(Call {
                     id: id.clone(),
@@ -468,7 +586,7 @@ async fn stream_message(
             Some(Ok(ModelEvent::Stop(reason))) => step.stop_reason = reason,
             Some(Err(error)) => {
                 step.stop_reason = StopReason::Error;
-                step.error = Some(TurnError::new("provider_error", error.message));
+                step.error = Some(TurnError::new(PROVIDER_ERROR, error.message));
                 break;
             }
         }
@@ -497,17 +615,29 @@ async fn stream_message(
     Ok(step)
 }
 
-/// A turn whose task failed unexpectedly: it still gets its end.
-pub(super) async fn stop_failed(engine: &Engine, turn: &Turn, reason: TurnError) {
-    TurnLog::new(engine, turn)
+/// A turn whose task failed unexpectedly: it still gets its end. `agent`: the turn's, if
+/// known.
+pub(super) async fn stop_failed(
+    engine: &Engine,
+    turn: &Turn,
+    agent: Option<&str>,
+    reason: TurnError,
+) {
+    TurnLog::new(engine, turn, agent)
+        .await
         .stop(StopReason::Error, Some(reason), Usage::default())
         .await;
 }
 
 /// A turn stopped while it waited for a slot: it still gets a start and an end.
-pub(super) async fn stop_unstarted(engine: &Engine, turn: &Turn, reason: TurnError) {
-    let mut log = TurnLog::new(engine, turn);
-    log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+pub(super) async fn stop_unstarted(
+    engine: &Engine,
+    turn: &Turn,
+    agent: Option<&str>,
+    reason: TurnError,
+) {
+    let mut log = TurnLog::new(engine, turn, agent).await;
+    log.start(false).await;
     log.stop(StopReason::Error, Some(reason), Usage::default())
         .await;
 }
@@ -520,8 +650,8 @@ pub(super) async fn answer_cancelled(
     calls: &[super::PendingCall],
     answer: &str,
 ) {
-    let mut log = TurnLog::new(engine, turn);
-    log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+    let mut log = TurnLog::new(engine, turn, None).await;
+    log.start(false).await;
     let (events, history) = calls
         .iter()
         .map(|call| {
@@ -576,9 +706,9 @@ pub(super) async fn interrupt_orphan(engine: &Engine, turn: &Turn) -> Result<(),
             break;
         }
     }
-    let mut log = TurnLog::new(engine, turn);
+    let mut log = TurnLog::new(engine, turn, None).await;
     if events.is_empty() {
-        log.emit(vec![EventData::TurnStart {}], Vec::new()).await;
+        log.start(false).await;
     }
     let open = events
         .iter()

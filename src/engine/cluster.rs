@@ -181,6 +181,7 @@ impl Engine {
                 agent_loop::stop_failed(
                     &self,
                     &turn,
+                    None,
                     TurnError::new("internal", "the turn's session could not be read"),
                 )
                 .await;
@@ -441,7 +442,7 @@ impl Engine {
         {
             return Ok(false);
         }
-        agent_loop::stop_unstarted(self, turn, reason).await;
+        agent_loop::stop_unstarted(self, turn, None, reason).await;
         // Not ended: it waits for any process again.
         if !self.settle(turn, None).await {
             return Err(EngineError::Store(StoreError::Corrupt(

@@ -41,6 +41,8 @@ pub struct ModelInput<'a> {
     pub options: &'a std::collections::BTreeMap<String, String>,
     /// Reported tokens per estimated token (1 until the provider has reported).
     pub token_ratio: f64,
+    /// Where a summary's model call is counted.
+    pub meter: &'a super::agent_loop::Meter<'a>,
 }
 
 impl ModelInput<'_> {
@@ -104,7 +106,7 @@ pub async fn history_for_model(
             })
             .collect(),
         CompactionStrategy::Summarize => {
-            let summary = summarize(provider, older, options).await;
+            let summary = summarize(provider, older, options, input.meter).await;
             vec![
                 HistoryMessage::User {
                     content: Content::Text(format!(
@@ -156,6 +158,7 @@ async fn summarize(
     provider: &dyn Provider,
     mut older: Vec<HistoryMessage>,
     options: &std::collections::BTreeMap<String, String>,
+    meter: &super::agent_loop::Meter<'_>,
 ) -> String {
     older.push(HistoryMessage::User {
         content: Content::Text(
@@ -170,17 +173,28 @@ async fn summarize(
         options: std::sync::Arc::new(options.clone()),
         tools: std::sync::Arc::from(Vec::new()),
     });
+    let started = std::time::Instant::now();
+    let mut tokens = (0, 0);
     let mut summary = String::new();
     while let Some(event) = stream.next().await {
         match event {
             Ok(ModelEvent::TextDelta(delta)) => summary.push_str(&delta),
+            Ok(ModelEvent::Usage {
+                input_tokens,
+                output_tokens,
+            }) => {
+                tokens.0 += input_tokens;
+                tokens.1 += output_tokens;
+            }
             Ok(_) => {}
             Err(error) => {
+                meter.record(started.elapsed(), true, tokens.0, tokens.1);
                 tracing::warn!(error = %error, "the summary could not be made");
                 return "(no summary could be made)".into();
             }
         }
     }
+    meter.record(started.elapsed(), false, tokens.0, tokens.1);
     summary
 }
 

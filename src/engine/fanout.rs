@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::metrics::{GaugeGuard, Metrics};
 use crate::model::{Event, SessionId, TenantId};
 
 /// Per-session broadcast of committed events. A subscriber that falls more than `capacity`
@@ -15,6 +16,7 @@ use crate::model::{Event, SessionId, TenantId};
 pub struct Fanout {
     capacity: usize,
     channels: Mutex<HashMap<SessionId, Channel>>,
+    metrics: Arc<Metrics>,
 }
 
 #[derive(Debug)]
@@ -49,6 +51,8 @@ pub struct Subscription {
     receiver: Option<broadcast::Receiver<Arc<Event>>>,
     fanout: Arc<Fanout>,
     session: SessionId,
+    /// Counts it among the live subscribers while it lives.
+    _counted: GaugeGuard,
 }
 
 impl Subscription {
@@ -75,10 +79,11 @@ impl Drop for Subscription {
 }
 
 impl Fanout {
-    pub fn new(capacity: usize) -> Self {
+    pub fn new(capacity: usize, metrics: Arc<Metrics>) -> Self {
         Self {
             capacity,
             channels: Mutex::new(HashMap::new()),
+            metrics,
         }
     }
 
@@ -97,6 +102,7 @@ impl Fanout {
             receiver: Some(receiver),
             fanout: self.clone(),
             session: *session,
+            _counted: self.metrics.live_subscriber(),
         }
     }
 
@@ -151,7 +157,7 @@ mod tests {
 
     #[test]
     fn a_sessions_channel_goes_with_its_last_subscriber() {
-        let fanout = Arc::new(Fanout::new(8));
+        let fanout = Arc::new(Fanout::new(8, Metrics::new(false)));
         let tenant = TenantId::generate();
         let sessions: Vec<SessionId> = (0..100).map(|_| SessionId::generate()).collect();
         let first: Vec<Subscription> = sessions
@@ -188,7 +194,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_event_is_sent_once_in_order_whoever_publishes_it() {
-        let fanout = Arc::new(Fanout::new(16));
+        let fanout = Arc::new(Fanout::new(16, Metrics::new(false)));
         let tenant = TenantId::generate();
         let session = SessionId::generate();
         let mut subscriber = fanout.subscribe(&tenant, &session);

@@ -23,6 +23,7 @@ use super::writer::EventWriter;
 use crate::agents::{Agents, SessionConfigRequest};
 use crate::config::{EngineSettings, HistoryType, OptionKind};
 use crate::crypto::SecretBox;
+use crate::metrics::Metrics;
 use crate::model::{
     Event, HistoryMessage, ProcessId, Quota, QuotaExceeded, Run, RunId, RunStatus, Session,
     SessionId, StreamMode, TenantId, Turn, TurnError, TurnId, TurnStatus, Usage,
@@ -163,6 +164,7 @@ pub struct Engine {
     /// Recently active sessions' histories, read incrementally.
     pub(super) histories: super::histories::Histories,
     pub(super) settings: EngineSettings,
+    pub(super) metrics: Arc<Metrics>,
     tracker: TaskTracker,
     controls: Mutex<HashMap<TurnId, Arc<TurnControl>>>,
     global: Arc<Semaphore>,
@@ -179,6 +181,7 @@ pub struct Engine {
 }
 
 impl Engine {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Store,
         agents: Agents,
@@ -187,8 +190,9 @@ impl Engine {
         tools: crate::config::ToolsSettings,
         mcp: Arc<crate::tools::mcp::McpRegistry>,
         quotas: crate::model::QuotaDefaults,
+        metrics: Arc<Metrics>,
     ) -> Arc<Engine> {
-        let fanout = Arc::new(Fanout::new(settings.subscriber_buffer));
+        let fanout = Arc::new(Fanout::new(settings.subscriber_buffer, metrics.clone()));
         let process = ProcessId::generate();
         let webhook_wake = Arc::new(tokio::sync::Notify::new());
         let writer = EventWriter::start(
@@ -197,6 +201,7 @@ impl Engine {
             process,
             settings.max_batch_events,
             webhook_wake.clone(),
+            metrics.clone(),
         );
         Arc::new(Engine {
             quotas: super::quotas::QuotaBook::new(store.clone(), quotas),
@@ -216,6 +221,7 @@ impl Engine {
             histories: super::histories::Histories::new(settings.history_cache_kib * 1024),
             global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
             settings,
+            metrics,
             tracker: TaskTracker::new(),
             controls: Mutex::new(HashMap::new()),
             tenants: Mutex::new(HashMap::new()),
@@ -515,6 +521,8 @@ impl Engine {
                 other => Err(other.into()),
             };
         }
+        crate::telemetry::record_session(session_id);
+        crate::telemetry::record_turn(&turn.id);
         // Subscribed before the turn can write anything: its follower needs no replay.
         let live = self.fanout.subscribe(tenant, session_id);
         let session = updated.unwrap_or(session);
@@ -727,6 +735,8 @@ impl Engine {
             })
             .map_err(|_| EngineError::QueueFull)?;
         by_tenant.insert(*tenant, mine + 1);
+        self.metrics
+            .set_turn_queue_depth(self.queued.load(Ordering::Acquire));
         Ok(())
     }
 
@@ -753,7 +763,8 @@ impl Engine {
     }
 
     fn release_queue_slot(&self, tenant: &TenantId) {
-        self.queued.fetch_sub(1, Ordering::AcqRel);
+        let left = self.queued.fetch_sub(1, Ordering::AcqRel) - 1;
+        self.metrics.set_turn_queue_depth(left);
         let mut by_tenant = self.queued_by_tenant.lock().expect("queue lock");
         if let Some(mine) = by_tenant.get_mut(tenant) {
             *mine -= 1;
@@ -830,6 +841,8 @@ impl Engine {
                 tracing::info!(turn_id = %turn.id, "the waiting turn ended elsewhere");
             }
             Slot::Ready(_permits) => {
+                let waited = (crate::model::now() - turn.created_at).to_std();
+                self.metrics.turn_queue_wait(waited.unwrap_or_default());
                 let run = agent_loop::run_turn(&self, &turn, &session, &permissions, &control);
                 // A bug must not leave a turn without its end: clients wait for turn_stop.
                 if std::panic::AssertUnwindSafe(run)
@@ -841,16 +854,20 @@ impl Engine {
                     agent_loop::stop_failed(
                         &self,
                         &turn,
+                        Some(&session.agent),
                         TurnError::new("internal", "the turn failed inside the server"),
                     )
                     .await;
                 }
             }
-            Slot::Stopped => agent_loop::stop_unstarted(&self, &turn, control.reason()).await,
+            Slot::Stopped => {
+                agent_loop::stop_unstarted(&self, &turn, Some(&session.agent), control.reason())
+                    .await
+            }
             Slot::Failed => {
                 let reason =
                     TurnError::new("internal", "the turn could not start: the database failed");
-                agent_loop::stop_unstarted(&self, &turn, reason).await
+                agent_loop::stop_unstarted(&self, &turn, Some(&session.agent), reason).await
             }
         }
         self.controls

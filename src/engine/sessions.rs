@@ -131,14 +131,18 @@ impl Engine {
                 Err(e) => Err(EngineError::from(e)),
             }
         };
-        match reference {
-            SessionRef::Id(id) => by_id(*id).await,
+        let found = match reference {
+            SessionRef::Id(id) => by_id(*id).await?,
             SessionRef::Uuid(uuid) => match by_id(SessionId::from_uuid(*uuid)).await? {
-                Some(session) => Ok(Some(session)),
-                None => self.find_by_alias(tenant, reference).await,
+                Some(session) => Some(session),
+                None => self.find_by_alias(tenant, reference).await?,
             },
-            SessionRef::Key(_) => self.find_by_alias(tenant, reference).await,
+            SessionRef::Key(_) => self.find_by_alias(tenant, reference).await?,
+        };
+        if let Some(session) = &found {
+            crate::telemetry::record_session(&session.id);
         }
+        Ok(found)
     }
 
     async fn find_by_alias(
@@ -282,6 +286,7 @@ impl Engine {
                 retry_after: 60,
             }));
         }
+        crate::telemetry::record_session(&session.id);
         Ok(session)
     }
 }

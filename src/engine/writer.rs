@@ -8,10 +8,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::fanout::Fanout;
+use crate::metrics::Metrics;
 use crate::model::{
     Event, EventData, HistoryMessage, ProcessId, RunId, SessionId, TenantId, TurnId, scrub_nul,
 };
@@ -56,6 +58,7 @@ impl EventWriter {
         process: ProcessId,
         max_batch_events: usize,
         webhooks: Arc<Notify>,
+        metrics: Arc<Metrics>,
     ) -> EventWriter {
         let (requests, inbox) = mpsc::channel(QUEUE);
         let task = WriterTask {
@@ -64,6 +67,7 @@ impl EventWriter {
             store,
             fanout,
             webhooks,
+            metrics,
             max_batch_events,
             next_seq: HashMap::new(),
             failed_turns: HashSet::new(),
@@ -101,6 +105,7 @@ struct WriterTask {
     fanout: Arc<Fanout>,
     /// Woken when a commit queued webhook deliveries.
     webhooks: Arc<Notify>,
+    metrics: Arc<Metrics>,
     max_batch_events: usize,
     /// The next seq of sessions; reloaded from the log when absent.
     next_seq: HashMap<SessionId, i64>,
@@ -305,7 +310,13 @@ impl WriterTask {
             prepared.push(one);
         }
         let groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
-        match self.store.append_events(&groups, &self.process).await {
+        let started = Instant::now();
+        let appended = self.store.append_events(&groups, &self.process).await;
+        if appended.is_ok() {
+            let events = prepared.iter().map(|p| p.published.len()).sum();
+            self.metrics.writer_committed(events, started.elapsed());
+        }
+        match appended {
             Ok(0) => {}
             Ok(_) => self.webhooks.notify_one(),
             Err(error) => {

@@ -18,7 +18,8 @@ const METHODS: &str = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
 /// Request headers a page may send.
 const ALLOWED_HEADERS: &str = "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID";
 /// Response headers a page may read.
-const EXPOSED_HEADERS: &str = "Agentry-Turn-Id, Location, Retry-After, RateLimit, RateLimit-Policy";
+const EXPOSED_HEADERS: &str =
+    "Agentry-Turn-Id, Agentry-Request-Id, Location, Retry-After, RateLimit, RateLimit-Policy";
 /// How long a browser may keep a preflight's answer (seconds).
 const MAX_AGE: &str = "600";
 

@@ -13,6 +13,7 @@ mod files;
 pub mod forwarded;
 mod limits;
 mod login;
+mod observe;
 pub mod openapi;
 mod ops;
 mod pagination;
@@ -34,6 +35,7 @@ use crate::error::{ApiError, ErrorCode};
 pub use body::{parse_json, parse_optional_json};
 pub use caller::{AdminAuth, TenantAuth, authenticate};
 pub use limits::{MAX_HEADER_BYTES, request_limits};
+pub use observe::{REQUEST_ID_HEADER, observe};
 
 /// The response header that names the turn a streamed response belongs to.
 pub const TURN_ID_HEADER: &str = "Agentry-Turn-Id";
@@ -48,6 +50,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         // operations
         .service(web::resource("/healthz").get(ops::healthz))
         .service(web::resource("/readyz").get(ops::readyz))
+        .service(web::resource("/metrics").get(ops::get_metrics))
         // the API description
         .service(web::resource("/openapi.json").get(docs::get_openapi))
         .service(web::resource("/docs").get(docs::get_docs))
@@ -261,12 +264,42 @@ pub fn error_handlers<B: MessageBody + 'static>() -> ErrorHandlers<B> {
     })
 }
 
-/// The request span: method, route, status and, once authenticated, the tenant.
+/// Registers the routes of the metrics listener (`metrics.bind`): `/metrics` alone.
+pub fn configure_metrics(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/metrics").get(ops::serve_metrics))
+        .default_service(web::to(not_found));
+}
+
+/// The longest client request id (`X-Request-Id`) the logs keep.
+const MAX_CLIENT_REQUEST_ID: usize = 128;
+
+/// The request span: the request's id (the `Agentry-Request-Id` response header), method,
+/// route, status and, once known, the tenant, session and turn; a client's own
+/// `X-Request-Id` (visible ASCII, at most 128 characters) as `client_request_id`.
 pub struct RequestSpan;
 
 impl RootSpanBuilder for RequestSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        tracing_actix_web::root_span!(request, tenant_id = tracing::field::Empty)
+        let span = tracing_actix_web::root_span!(
+            request,
+            tenant_id = tracing::field::Empty,
+            session_id = tracing::field::Empty,
+            turn_id = tracing::field::Empty,
+            client_request_id = tracing::field::Empty
+        );
+        let client_id = request
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|id| {
+                !id.is_empty()
+                    && id.len() <= MAX_CLIENT_REQUEST_ID
+                    && id.bytes().all(|b| b.is_ascii_graphic())
+            });
+        if let Some(id) = client_id {
+            span.record("client_request_id", id);
+        }
+        span
     }
 
     fn on_request_end<B: MessageBody>(

@@ -48,6 +48,8 @@ const OVERLAPPING: &[&str] = &[
 pub const TENANT: &str = "tenant";
 /// The security scheme of the admin token.
 pub const ADMIN: &str = "admin";
+/// The security scheme of `metrics.bearer_token`.
+pub const METRICS: &str = "metrics";
 
 #[derive(OpenApi)]
 #[openapi(
@@ -60,6 +62,7 @@ pub const ADMIN: &str = "admin";
     paths(
         ops::healthz,
         ops::readyz,
+        ops::get_metrics,
         login::issue_token,
         docs::get_openapi,
         docs::get_docs,
@@ -133,7 +136,7 @@ pub const ADMIN: &str = "admin";
         (name = "admin", description = "Tenants, their credentials and API tokens, usage"),
         (name = "webhooks", description = "A tenant's webhook endpoints (Standard Webhooks signatures), their deliveries and replays"),
         (name = "authentication", description = "Tenant tokens from client credentials"),
-        (name = "operations", description = "Liveness and readiness"),
+        (name = "operations", description = "Liveness, readiness and Prometheus metrics"),
         (name = "documentation", description = "This document and its browsable page"),
     ),
 )]
@@ -181,6 +184,18 @@ impl Modify for Conventions {
                     .scheme(HttpAuthScheme::Bearer)
                     .bearer_format("JWT")
                     .description(Some("The admin token (`agentry admin-token`)"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            METRICS,
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "`metrics.bearer_token`, when the operator set one; else `/metrics` \
+                         needs none",
+                    ))
                     .build(),
             ),
         );

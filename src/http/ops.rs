@@ -1,7 +1,10 @@
-//! Liveness and readiness.
+//! Liveness, readiness and metrics.
 
-use actix_web::{HttpResponse, web};
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::app::AppState;
 use crate::error::{ApiError, ErrorCode};
@@ -37,5 +40,73 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
                 "database unreachable",
             ))
         }
+    }
+}
+
+/// Prometheus metrics, in the text exposition format.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    security((), ("metrics" = [])),
+    responses(
+        (status = 200, description = "Every metric family, in the Prometheus text exposition format 0.0.4",
+            content_type = "text/plain; version=0.0.4", body = String),
+        (status = 401, description = "`metrics.bearer_token` is set and the request does not send it as `Authorization: Bearer …`",
+            body = doc::ErrorBody, headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 404, description = "Metrics are disabled (`metrics.enabled = false`) or served on an address of their own (`metrics.bind`)",
+            body = doc::ErrorBody),
+    ))]
+pub async fn get_metrics(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    if !state.settings.metrics.on_main_port() {
+        return Err(ApiError::new(ErrorCode::NotFound, "no such route"));
+    }
+    serve_metrics(state, req).await
+}
+
+/// `/metrics` on the address of its own (`metrics.bind`).
+pub async fn serve_metrics(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    check_scrape_token(&state, &req)?;
+    for (pool, in_use, idle) in state.store.pool_connections() {
+        state.metrics.set_db_pool(pool, in_use, idle);
+    }
+    state.metrics.set_mcp_servers(state.mcp.status());
+    Ok(HttpResponse::Ok()
+        .content_type(crate::metrics::CONTENT_TYPE)
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .body(state.metrics.render()))
+}
+
+/// With `metrics.bearer_token` set, the request must send it as a bearer token. Compared
+/// as digests in constant time: neither the token nor its length shows in the timing.
+fn check_scrape_token(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
+    let expected = &state.settings.metrics.bearer_token;
+    if expected.is_empty() {
+        return Ok(());
+    }
+    let Some(header) = req.headers().get(header::AUTHORIZATION) else {
+        return Err(ApiError::new(
+            ErrorCode::MissingToken,
+            "send `Authorization: Bearer <metrics.bearer_token>`",
+        ));
+    };
+    let sent = header
+        .to_str()
+        .ok()
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let matches = sent.is_some_and(|token| {
+        let sent = Sha256::digest(token.as_bytes());
+        let expected = Sha256::digest(expected.expose().as_bytes());
+        bool::from(sent.ct_eq(&expected))
+    });
+    if matches {
+        Ok(())
+    } else {
+        Err(ApiError::new(ErrorCode::InvalidToken, "invalid token"))
     }
 }

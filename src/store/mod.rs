@@ -201,6 +201,23 @@ impl Store {
         Ok(())
     }
 
+    /// Each connection pool's connections now: its name, how many are in use and how
+    /// many idle. SQLite has a `write` pool (one connection) and a `read` pool; PostgreSQL
+    /// one pool, `main`.
+    pub fn pool_connections(&self) -> Vec<(&'static str, u32, u32)> {
+        fn count<DB: sqlx::Database>(
+            name: &'static str,
+            pool: &sqlx::Pool<DB>,
+        ) -> (&'static str, u32, u32) {
+            let idle = u32::try_from(pool.num_idle()).unwrap_or(u32::MAX);
+            (name, pool.size().saturating_sub(idle), idle)
+        }
+        match &self.db {
+            Db::Sqlite(pools) => vec![count("write", &pools.write), count("read", &pools.read)],
+            Db::Postgres(pool) => vec![count("main", pool)],
+        }
+    }
+
     pub async fn close(&self) {
         match &self.db {
             Db::Sqlite(pools) => {

@@ -210,6 +210,13 @@ async fn summarize_replaces_the_older_part_with_the_models_summary() {
     );
     assert_eq!(history(&app, &token, &session, "full").await.len(), 8);
     assert_eq!(compactions(&app, &tenant, &session).await.len(), 1);
+    // The summary is a model call like the others.
+    let metrics = app.get("/metrics", &token).await.text;
+    let calls = format!(
+        "agentry_provider_calls_total{{provider=\"openai\",model=\"m\"}} {}\n",
+        requests.len()
+    );
+    assert!(metrics.contains(&calls), "{calls}{metrics}");
 }
 
 #[tokio::test]

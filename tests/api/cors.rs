@@ -106,6 +106,7 @@ async fn a_response_to_an_allowed_origin_names_it_and_exposes_the_headers_client
     let exposed = header(&reply, "access-control-expose-headers").unwrap();
     for name in [
         "Agentry-Turn-Id",
+        "Agentry-Request-Id",
         "Location",
         "Retry-After",
         "RateLimit",

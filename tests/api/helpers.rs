@@ -319,6 +319,8 @@ fn with_database(server_url: &str, name: &str) -> String {
 
 pub struct TestApp {
     pub address: String,
+    /// The address of the `/metrics` listener, when `metrics.bind` gives it one.
+    pub metrics_address: Option<String>,
     pub client: reqwest::Client,
     pub admin_token: String,
     pub state: Arc<AppState>,
@@ -350,6 +352,9 @@ pub async fn spawn_app_on(db: Arc<TestDb>, extra: &str) -> TestApp {
     let settings = test_settings(&db, extra);
     let app = App::build(settings).await.expect("the app builds");
     let address = format!("http://127.0.0.1:{}", app.port());
+    let metrics_address = app
+        .metrics_port()
+        .map(|port| format!("http://127.0.0.1:{port}"));
     let state = app.state();
     let stopper = app.stopper();
     let running = tokio::spawn(app.run_until_stopped());
@@ -369,6 +374,7 @@ pub async fn spawn_app_on(db: Arc<TestDb>, extra: &str) -> TestApp {
         .to_owned();
     TestApp {
         address,
+        metrics_address,
         client,
         admin_token,
         state,

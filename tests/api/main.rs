@@ -21,6 +21,7 @@ mod lifecycle;
 mod mcp;
 mod mcp_http;
 mod meta;
+mod metrics;
 mod nul;
 mod openapi;
 mod persistence;

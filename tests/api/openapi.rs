@@ -168,7 +168,7 @@ async fn the_document_names_who_may_call_each_route_and_the_headers_it_uses() {
     let app = spawn_app().await;
     let document = document(&app).await;
     assert_eq!(document["openapi"], "3.1.0");
-    for scheme in ["tenant", "admin"] {
+    for scheme in ["tenant", "admin", "metrics"] {
         let scheme = &document["components"]["securitySchemes"][scheme];
         assert_eq!(scheme["type"], "http");
         assert_eq!(scheme["scheme"], "bearer");
@@ -190,6 +190,12 @@ async fn the_document_names_who_may_call_each_route_and_the_headers_it_uses() {
             assert!(needs.is_empty(), "{method} {path} is public: {needs:?}");
         } else if path == "/meta" {
             assert!(needs.contains(&String::new()) && needs.contains(&"tenant".to_owned()));
+        } else if path == "/metrics" {
+            // Open unless the operator set metrics.bearer_token.
+            assert_eq!(needs, ["", "metrics"], "{method} {path}");
+            assert!(op["responses"]["401"]["headers"]["WWW-Authenticate"].is_object());
+            assert!(op["responses"]["200"]["content"]["text/plain; version=0.0.4"].is_object());
+            continue;
         } else if path.starts_with("/admin/") {
             assert_eq!(needs, ["admin"], "{method} {path}");
         } else {

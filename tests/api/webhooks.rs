@@ -291,6 +291,13 @@ async fn a_failing_receiver_gets_the_same_message_until_it_succeeds_and_redirect
     assert_eq!(delivery["attempts"], 3, "{delivery}");
     assert_eq!(delivery["last_status"], 200);
     assert_eq!(receiver.received().len(), 3);
+    let metrics = app.get("/metrics", &token).await.text;
+    for line in [
+        "agentry_webhook_deliveries_total{outcome=\"failed\"} 2\n",
+        "agentry_webhook_deliveries_total{outcome=\"delivered\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
 
     // A replay is a new attempt of the same message.
     let replay = app
@@ -513,6 +520,11 @@ async fn an_endpoint_disabled_after_repeated_failure_says_why() {
     assert_eq!(delivery["last_status"], 500);
     assert_eq!(delivery["last_error"], "HTTP 500");
     assert!(delivery["attempts"].as_i64().unwrap() >= 2, "{delivery}");
+    let metrics = app.get("/metrics", &token).await.text;
+    assert!(
+        metrics.contains("agentry_webhook_deliveries_total{outcome=\"disabled\"} 1\n"),
+        "{metrics}"
+    );
 
     // A disabled endpoint replays nothing until it is enabled again.
     let message = delivery["id"].as_str().unwrap();

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::WebhooksSettings;
 use crate::crypto::SecretBox;
+use crate::metrics::Metrics;
 use crate::model::{Endpoint, EndpointId, FieldError, ProcessId, TenantId};
 use crate::store::{Store, StoreError};
 
@@ -92,6 +93,7 @@ pub struct Webhooks {
     process: ProcessId,
     /// Wakes the sender: the event writer queued deliveries, or a replay did.
     wake: Arc<Notify>,
+    metrics: Arc<Metrics>,
     stop: CancellationToken,
     tracker: TaskTracker,
 }
@@ -103,6 +105,7 @@ impl Webhooks {
         settings: WebhooksSettings,
         process: ProcessId,
         wake: Arc<Notify>,
+        metrics: Arc<Metrics>,
     ) -> Arc<Webhooks> {
         Arc::new(Webhooks {
             store,
@@ -110,6 +113,7 @@ impl Webhooks {
             settings,
             process,
             wake,
+            metrics,
             stop: CancellationToken::new(),
             tracker: TaskTracker::new(),
         })

@@ -140,6 +140,11 @@ impl Webhooks {
             };
             let at = crate::model::now();
             let outcome = self.outcome(&next, attempt, at);
+            self.metrics.webhook_delivery(match outcome {
+                AttemptOutcome::Delivered { .. } => "delivered",
+                AttemptOutcome::Retry { .. } => "failed",
+                AttemptOutcome::Exhausted { .. } => "disabled",
+            });
             if let Err(error) = self.store.record_webhook_attempt(&next, at, &outcome).await {
                 tracing::warn!(%error, endpoint_id = %endpoint, "cannot record a webhook attempt");
                 break;

@@ -21,7 +21,9 @@ use crate::model::{Session, SessionId, TenantId};
 
 /// Parses a session id from the path; one that cannot exist is simply not found.
 fn session_id(raw: &str) -> Result<SessionId, ApiError> {
-    raw.parse().map_err(|_| ApiError::not_found("session"))
+    let id = raw.parse().map_err(|_| ApiError::not_found("session"))?;
+    crate::telemetry::record_session(&id);
+    Ok(id)
 }
 
 /// The calling tenant's session that the path's `{session_id}` names. A session that does

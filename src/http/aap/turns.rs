@@ -24,7 +24,9 @@ use crate::store::Deltas;
 const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
 fn turn_id(raw: &str) -> Result<TurnId, ApiError> {
-    raw.parse().map_err(|_| ApiError::not_found("turn"))
+    let id = raw.parse().map_err(|_| ApiError::not_found("turn"))?;
+    crate::telemetry::record_turn(&id);
+    Ok(id)
 }
 
 /// Starts a turn: answers when it ends (`stream: "none"`) or streams its events.

@@ -135,6 +135,14 @@ impl McpRegistry {
         }
     }
 
+    /// Each configured server's name and whether it is connected now.
+    pub fn status(&self) -> Vec<(&str, bool)> {
+        self.servers
+            .iter()
+            .map(|s| (s.settings.name.as_str(), s.live().is_some()))
+            .collect()
+    }
+
     fn server(&self, name: &str) -> Option<&Arc<Server>> {
         self.servers.iter().find(|s| s.settings.name == name)
     }
