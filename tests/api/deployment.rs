@@ -266,7 +266,23 @@ fn the_compose_file_runs_several_replicas_behind_the_proxy() {
         "agentry publishes no host port: its replicas cannot share one"
     );
     assert!(entries(&agentry).all(|(key, _)| key != "container_name"));
-    assert_eq!(sequence(&agentry, "expose"), ["8080"]);
+    // The API's port, and /metrics on a port of its own that the proxy never forwards.
+    let docker = std::fs::read_to_string("config/docker.toml").unwrap();
+    let settings = agentry::config::Settings::from_toml(&docker).unwrap();
+    let api_port = settings.server.bind.rsplit(':').next().unwrap();
+    let metrics_port = settings.metrics.bind.rsplit(':').next().unwrap();
+    assert_eq!(api_port, "8080");
+    assert_ne!(
+        metrics_port, api_port,
+        "/metrics is not on the proxied port"
+    );
+    assert!(settings.metrics.enabled && !settings.metrics.on_main_port());
+    assert_eq!(sequence(&agentry, "expose"), [api_port, metrics_port]);
+    let haproxy = std::fs::read_to_string("deploy/haproxy.cfg").unwrap();
+    assert!(
+        !haproxy.contains(&format!(":{metrics_port}")),
+        "the proxy never forwards the metrics port"
+    );
 
     // A replica set shares one database, which cannot be SQLite.
     let environment = nested(&agentry, "environment").expect("agentry has an environment");
