@@ -29,7 +29,8 @@ fn state_of(req: &HttpRequest) -> web::Data<AppState> {
         .expect("AppState is registered with the app")
 }
 
-fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
+/// The token of an `Authorization: Bearer …` header, in any casing of the scheme.
+pub(super) fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
     let header = req
         .headers()
         .get(actix_web::http::header::AUTHORIZATION)

@@ -3,10 +3,9 @@
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::app::AppState;
+use crate::crypto;
 use crate::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 
@@ -80,31 +79,21 @@ pub async fn serve_metrics(
         .body(state.metrics.render()))
 }
 
-/// With `metrics.bearer_token` set, the request must send it as a bearer token. Compared
-/// as digests in constant time: neither the token nor its length shows in the timing.
+/// With `metrics.bearer_token` set, the request must send it as a bearer token, read as
+/// every tenant token is and compared in constant time.
 fn check_scrape_token(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
     let expected = &state.settings.metrics.bearer_token;
     if expected.is_empty() {
         return Ok(());
     }
-    let Some(header) = req.headers().get(header::AUTHORIZATION) else {
-        return Err(ApiError::new(
+    let sent = super::caller::bearer_token(req).map_err(|error| match error.code {
+        ErrorCode::MissingToken => ApiError::new(
             ErrorCode::MissingToken,
             "send `Authorization: Bearer <metrics.bearer_token>`",
-        ));
-    };
-    let sent = header
-        .to_str()
-        .ok()
-        .and_then(|value| value.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim());
-    let matches = sent.is_some_and(|token| {
-        let sent = Sha256::digest(token.as_bytes());
-        let expected = Sha256::digest(expected.expose().as_bytes());
-        bool::from(sent.ct_eq(&expected))
-    });
-    if matches {
+        ),
+        _ => error,
+    })?;
+    if crypto::constant_time_eq(sent.as_bytes(), expected.expose().as_bytes()) {
         Ok(())
     } else {
         Err(ApiError::new(ErrorCode::InvalidToken, "invalid token"))
