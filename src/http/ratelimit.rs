@@ -4,12 +4,13 @@
 //!
 //! ```text
 //! RateLimit-Policy: "requests_per_minute";q=600;w=60, "turns_per_minute";q=60;w=60
-//! RateLimit: "requests_per_minute";r=598;t=41, "turns_per_minute";r=59;t=41
+//! RateLimit: "requests_per_minute";r=97;t=1, "turns_per_minute";r=9;t=1
 //! ```
 //!
-//! `q` is the quota, `w` its window in seconds, `r` what is left of it and `t` the seconds
-//! until the window resets. With several processes, `r` is what this process knows: it may
-//! lag by the shares other processes hold.
+//! `q` is the quota, `w` the window it is given for in seconds, `r` how many may be used now
+//! and `t` the seconds until all of them are back (the per-minute quotas are paced, see
+//! `engine::quotas`). With several processes, `r` is what this process knows: it may lag by
+//! the units other processes hold.
 
 use actix_web::HttpMessage;
 use actix_web::body::MessageBody;
