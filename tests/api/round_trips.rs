@@ -3,6 +3,7 @@
 //! batches. Counted from the statements sqlx logs, by the span they run in.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -62,12 +63,23 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
         .unwrap()
         .to_owned();
 
-    // The turn's task logs in a span of its own, which names the tenant too.
-    let of_turn = records(from, "turn_id", &turn_id);
-    assert!(
-        of_turn.iter().any(|r| r["span"]["name"] == "turn"),
-        "the turn's task logs in its span"
-    );
+    // The turn's task logs in a span of its own, which names the tenant too. Its last line
+    // ("turn ended") may follow the response: everything the turn did is logged by then.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let of_turn = loop {
+        let of_turn = records(from, "turn_id", &turn_id);
+        let ended = of_turn
+            .iter()
+            .any(|r| r["span"]["name"] == "turn" && r["fields"]["message"] == "turn ended");
+        if ended {
+            break of_turn;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the turn's task logs in its span"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     // It reads nothing. On PostgreSQL, where other processes may run turns of the same
     // tenant, it starts by claiming one of the tenant's slots over every process (an
     // advisory lock and this one statement, in a transaction of their own).
