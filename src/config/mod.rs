@@ -38,7 +38,9 @@ pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSe
 pub use quotas::QuotaSettings;
 pub use schema::SchemaPartSettings;
 pub use secret::Secret;
-pub use server::{A2aSettings, AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings};
+pub use server::{
+    A2aSettings, AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings,
+};
 pub use template::{option_placeholders, option_references, resolve_env};
 pub use tools::{ToolSettings, ToolsSettings};
 pub use webhooks::WebhooksSettings;

@@ -188,7 +188,11 @@ fn a2a_v03_paths(openapi: &mut utoipa::openapi::OpenApi) {
             if rest.is_empty() || rest.starts_with(".well-known") {
                 return None;
             }
-            let rest = if rest == "extendedAgentCard" { "card" } else { rest };
+            let rest = if rest == "extendedAgentCard" {
+                "card"
+            } else {
+                rest
+            };
             let mut item = item.clone();
             for operation in operations(&mut item) {
                 if let Some(id) = &mut operation.operation_id {

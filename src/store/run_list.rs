@@ -79,17 +79,16 @@ impl Store {
             .bind(i64::from(limit))
             .fetch_all(pool)
             .await?;
-            let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT COUNT(*) {FILTER}"
-            )))
-            .bind(tenant)
-            .bind(filter.agent.as_deref())
-            .bind(filter.session)
-            .bind(first)
-            .bind(second)
-            .bind(since)
-            .fetch_one(pool)
-            .await?;
+            let total: i64 =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {FILTER}")))
+                    .bind(tenant)
+                    .bind(filter.agent.as_deref())
+                    .bind(filter.session)
+                    .bind(first)
+                    .bind(second)
+                    .bind(since)
+                    .fetch_one(pool)
+                    .await?;
             Ok::<_, sqlx::Error>((rows, total))
         })?;
         let runs = rows

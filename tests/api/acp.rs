@@ -2,7 +2,7 @@
 //! its wire shapes as the reference's captures show them.
 
 mod await_resume;
-mod frames;
+pub mod frames;
 mod lifecycle;
 mod runs;
 mod sessions;

@@ -5,6 +5,7 @@ mod process;
 mod scripted;
 mod sse;
 
+mod a2a;
 mod acp;
 mod admin;
 mod agentscope;

@@ -185,6 +185,8 @@ async fn the_document_names_who_may_call_each_route_and_the_headers_it_uses() {
             "/docs",
             "/docs/{asset}",
             "/agentscope/health",
+            "/.well-known/agent-card.json",
+            "/a2a/{agent}/.well-known/agent-card.json",
         ];
         if public.contains(&path.as_str()) {
             assert!(needs.is_empty(), "{method} {path} is public: {needs:?}");
@@ -209,6 +211,8 @@ async fn the_document_names_who_may_call_each_route_and_the_headers_it_uses() {
                         .unwrap_or_else(|| panic!("{method} {path} documents no {status}"));
                 let expected = if path.starts_with("/acp/") {
                     "AcpError"
+                } else if path.starts_with("/a2a/") {
+                    "A2aStatus"
                 } else {
                     "ErrorBody"
                 };

@@ -52,7 +52,10 @@ fn input_modes(agent: &Agent) -> Vec<String> {
 /// The agent's card; `base` is the server's public URL.
 pub fn card(agent: &Agent, base: &str) -> Value {
     let settings = agent.settings();
-    let name = settings.title.clone().unwrap_or_else(|| settings.name.clone());
+    let name = settings
+        .title
+        .clone()
+        .unwrap_or_else(|| settings.name.clone());
     let description = settings
         .description
         .clone()

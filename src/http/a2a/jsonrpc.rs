@@ -110,8 +110,11 @@ pub async fn json_rpc(
             } else {
                 crate::error::ErrorCode::InvalidJson
             };
-            return A2aError::Http(ApiError::new(code, format!("cannot read the request body: {error}")))
-                .error_response();
+            return A2aError::Http(ApiError::new(
+                code,
+                format!("cannot read the request body: {error}"),
+            ))
+            .error_response();
         }
     };
     let request: Value = match serde_json::from_slice(&body) {
@@ -132,7 +135,11 @@ pub async fn json_rpc(
         return rpc_error(&id, error, version);
     }
     let Some(name) = request.get("method").and_then(Value::as_str) else {
-        return rpc_error(&id, A2aError::new(Kind::InvalidRequest, "method is required"), version);
+        return rpc_error(
+            &id,
+            A2aError::new(Kind::InvalidRequest, "method is required"),
+            version,
+        );
     };
     let Some((method, dialect)) = method(name) else {
         let error = A2aError::new(Kind::MethodNotFound, format!("method `{name}` not found"));
@@ -143,7 +150,10 @@ pub async fn json_rpc(
         (Version::V03, _) => Version::V03,
         (Version::V1, Ok(Version::V1)) => Version::V1,
         (Version::V1, Ok(Version::V03)) => {
-            let raw = req.headers().get(super::version::HEADER).and_then(|v| v.to_str().ok());
+            let raw = req
+                .headers()
+                .get(super::version::HEADER)
+                .and_then(|v| v.to_str().ok());
             let error = A2aError::version_not_supported(raw.unwrap_or(""));
             return rpc_error(&id, error, Version::V1);
         }

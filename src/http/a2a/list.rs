@@ -60,17 +60,20 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
                 .ok_or_else(|| A2aError::invalid("pageToken", "is not a token this server gave"))?,
         ),
     };
-    let state = match params::string(params, "status")? {
-        None => None,
-        Some(name) => Some(State::parse(name).ok_or_else(|| {
-            A2aError::invalid("status", format!("`{name}` is not a task state"))
-        })?),
-    };
+    let state =
+        match params::string(params, "status")? {
+            None => None,
+            Some(name) => Some(State::parse(name).ok_or_else(|| {
+                A2aError::invalid("status", format!("`{name}` is not a task state"))
+            })?),
+        };
     let updated_since = match params::string(params, "statusTimestampAfter")? {
         None => None,
         Some(raw) => Some(
             DateTime::parse_from_rfc3339(raw)
-                .map_err(|_| A2aError::invalid("statusTimestampAfter", "must be an RFC 3339 timestamp"))?
+                .map_err(|_| {
+                    A2aError::invalid("statusTimestampAfter", "must be an RFC 3339 timestamp")
+                })?
                 .with_timezone(&Utc),
         ),
     };
@@ -83,7 +86,12 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
     let empty = || json!({"tasks": [], "nextPageToken": "", "pageSize": page_size, "totalSize": 0});
     if let Some(key) = params::string(params, "contextId")? {
         let found = match SessionRef::parse(key) {
-            Some(reference) => call.state.engine.find_session(&call.tenant, &reference).await?,
+            Some(reference) => {
+                call.state
+                    .engine
+                    .find_session(&call.tenant, &reference)
+                    .await?
+            }
             None => None,
         };
         match found {
@@ -106,11 +114,15 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
     };
     for listed in page {
         let run = call.state.engine.get_run(&call.tenant, &listed.id).await?;
-        if !sessions.contains_key(&run.session_id) {
-            let session = call.state.store.get_session(&call.tenant, &run.session_id).await?;
-            sessions.insert(run.session_id, session);
-        }
-        let session = &sessions[&run.session_id];
+        let session = match sessions.entry(run.session_id) {
+            std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
+                call.state
+                    .store
+                    .get_session(&call.tenant, &run.session_id)
+                    .await?,
+            ),
+        };
         let task = tasks::snapshot(&call.state, &run, session).await?;
         tasks_out.push(task.to_json(call.version, shown));
     }

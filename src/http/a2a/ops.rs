@@ -18,7 +18,7 @@ use super::version::Version;
 use super::wire::{Shown, StreamEvent, Task};
 use crate::agents::{Agent, SessionConfigRequest};
 use crate::app::AppState;
-use crate::engine::{EngineError, Follow, InputMessage, SessionRef, TurnRequest};
+use crate::engine::{EngineError, Follow, InputMessage, SessionRef, TurnRequest, scoped_key};
 use crate::http::frame_id::FrameId;
 use crate::model::{Run, RunStatus, Session, StreamMode, TenantId};
 use crate::store::Deltas;
@@ -38,6 +38,9 @@ pub enum Reply {
     Json(Value),
     Stream(Frames),
 }
+
+/// The namespace of A2A's message ids among turns' idempotency keys.
+pub const KEY_SCOPE: &str = "a2a";
 
 /// How long a cancel waits for the task's turn to stop before it answers.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
@@ -67,7 +70,9 @@ impl Call {
             None => self.start_task(message).await?,
         };
         if streaming {
-            return Ok(Reply::Stream(self.stream_task(&run, &session, None, true).await?));
+            return Ok(Reply::Stream(
+                self.stream_task(&run, &session, None, true).await?,
+            ));
         }
         if !return_immediately {
             // Until the turn stops: terminal, or waiting for the client.
@@ -128,7 +133,8 @@ impl Call {
         let engine = &self.state.engine;
         let session = match &message.context_id {
             Some(key) => {
-                let missing = || A2aError::new(Kind::TaskNotFound, format!("context {key} not found"));
+                let missing =
+                    || A2aError::new(Kind::TaskNotFound, format!("context {key} not found"));
                 let reference = SessionRef::parse(key).ok_or_else(missing)?;
                 match engine
                     .session_for_key(&self.tenant, &reference, self.agent.name(), Vec::new())
@@ -144,28 +150,51 @@ impl Call {
             }
             None => {
                 engine
-                    .create_session(&self.tenant, self.agent.name(), SessionConfigRequest::default(), Vec::new())
+                    .create_session(
+                        &self.tenant,
+                        self.agent.name(),
+                        SessionConfigRequest::default(),
+                        Vec::new(),
+                    )
                     .await?
             }
         };
         if session.agent != self.agent.name() {
             return Err(A2aError::invalid(
                 "message.contextId",
-                format!("the context belongs to agent `{}`; send it there", session.agent),
+                format!(
+                    "the context belongs to agent `{}`; send it there",
+                    session.agent
+                ),
             ));
         }
         parse::check_schema(&self.agent, &message.parts)?;
         let content = parse::user_content(message.parts.clone());
-        let request = self.turn_request(vec![InputMessage::User { content }]);
-        let (run, _) = engine
-            .start_run(&self.tenant, &session.id, request)
-            .await
-            .map_err(|e| input_error(e, &message))?;
-        Ok((run, session))
+        let request = self.turn_request(&message, vec![InputMessage::User { content }]);
+        let started = engine.start_run(&self.tenant, &session.id, request).await;
+        match started {
+            Ok((run, _)) => Ok((run, session)),
+            Err(EngineError::Invalid(_))
+                if !engine
+                    .pending_tool_calls(&self.tenant, &session.id)
+                    .await?
+                    .is_empty() =>
+            {
+                Err(A2aError::unsupported(
+                    "the context has a task waiting for input: answer it (a message with its \
+                     taskId) or cancel it first",
+                ))
+            }
+            Err(error) => Err(input_error(error, &message)),
+        }
     }
 
     /// A message to an existing task: the answers an input-required task waits for.
-    async fn continue_task(&self, id: &str, message: &InMessage) -> Result<(Run, Session), A2aError> {
+    async fn continue_task(
+        &self,
+        id: &str,
+        message: &InMessage,
+    ) -> Result<(Run, Session), A2aError> {
         let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
         if let Some(context) = &message.context_id
             && *context != context_id(&session)
@@ -194,14 +223,19 @@ impl Call {
             .engine
             .pending_tool_calls(&self.tenant, &session.id)
             .await?;
-        let answers = parse::parse_answers(&message.parts, &pending, |n| self.agent.has_server_tool(n))?;
+        let answers =
+            parse::parse_answers(&message.parts, &pending, |n| self.agent.has_server_tool(n))?;
         let (run, _) = self
             .state
             .engine
-            .resume_run(&self.tenant, &run.id, self.turn_request(answers))
+            .resume_run(&self.tenant, &run.id, self.turn_request(message, answers))
             .await
             .map_err(|e| match e {
                 EngineError::Invalid(field) => A2aError::invalid("message.parts", field.message),
+                EngineError::IdempotencyMismatch => A2aError::invalid(
+                    "message.messageId",
+                    "this context already has another message with this id",
+                ),
                 EngineError::RunNotAwaiting(status) => A2aError::unsupported(format!(
                     "task {id} does not wait for input (its run is {status})"
                 )),
@@ -210,26 +244,30 @@ impl Call {
         Ok((run, session))
     }
 
-    fn turn_request(&self, messages: Vec<InputMessage>) -> TurnRequest {
+    /// The turn a message asks for, keyed by its `messageId`.
+    fn turn_request(&self, message: &InMessage, messages: Vec<InputMessage>) -> TurnRequest {
+        // The key is the context's: what the message says tells a retry from a reuse.
+        let fingerprint = serde_json::to_value(&message.parts).unwrap_or_default();
         TurnRequest {
             agent_name: None,
             agent: SessionConfigRequest::default(),
             messages,
             stream: StreamMode::Delta,
-            idempotency_key: None,
-            fingerprint: String::new(),
+            idempotency_key: Some(scoped_key(KEY_SCOPE, &message.message_id)),
+            fingerprint: TurnRequest::fingerprint_of(&fingerprint),
         }
     }
 
     /// The task as a stream: its snapshot first (with the id of the last frame it holds),
     /// then its events after that (or after `after`, with no snapshot), until its last
-    /// turn stops. `this_turn`: only the last turn's events follow the snapshot (a send's).
+    /// turn stops. A send's stream (`sent`) starts with the task as it was before the turn
+    /// the send started, then every event of that turn.
     async fn stream_task(
         &self,
         run: &Run,
         session: &Session,
         after: Option<FrameId>,
-        this_turn: bool,
+        sent: bool,
     ) -> Result<Frames, A2aError> {
         let version = self.version;
         let identity = tasks::identity(&self.state, run, session);
@@ -237,7 +275,11 @@ impl Call {
         let cursor = match after {
             Some(after) => after,
             None => {
-                let (renderer, _) = tasks::replay(&self.state, run, session).await?;
+                let mut before = run.clone();
+                if sent {
+                    before.turns.pop();
+                }
+                let (renderer, _) = tasks::replay(&self.state, &before, session).await?;
                 let mut task = renderer.task();
                 task.history = tasks::history(&self.state, run, session).await?;
                 let cursor = renderer.last_frame();
@@ -246,16 +288,11 @@ impl Call {
                 cursor
             }
         };
-        let followed = if this_turn {
-            let mut last = run.clone();
-            last.turns = vec![*run.last_turn()];
-            last
-        } else {
-            run.clone()
-        };
-        let events = tasks::follow(&self.state, &followed, identity, cursor)
+        let events = tasks::follow(&self.state, run, identity, cursor)
             .map(move |(id, event)| (Some(id), event.to_json(version)));
-        Ok(futures_util::stream::iter(first).chain(events).boxed_local())
+        Ok(futures_util::stream::iter(first)
+            .chain(events)
+            .boxed_local())
     }
 
     /// GetTask.
@@ -265,7 +302,13 @@ impl Call {
         let history_length = params::history_length(params)?;
         let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
         let task = tasks::snapshot(&self.state, &run, &session).await?;
-        Ok(self.task_json(&task, Shown { history_length, artifacts: true }))
+        Ok(self.task_json(
+            &task,
+            Shown {
+                history_length,
+                artifacts: true,
+            },
+        ))
     }
 
     /// CancelTask: the task once its turn stopped (or as it stands after a short wait).
@@ -304,7 +347,11 @@ impl Call {
 
     /// SubscribeToTask: the snapshot then live events; with `Last-Event-ID`, exactly the
     /// frames after it (replayed, then live), also of a task that has ended.
-    pub async fn subscribe(&self, params: &Params, after: Option<FrameId>) -> Result<Frames, A2aError> {
+    pub async fn subscribe(
+        &self,
+        params: &Params,
+        after: Option<FrameId>,
+    ) -> Result<Frames, A2aError> {
         params::check_tenant(params, &self.tenant)?;
         let id = params::required(params, "id")?;
         let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
@@ -328,6 +375,10 @@ impl Call {
 /// `message.parts[3]`).
 fn input_error(error: EngineError, message: &InMessage) -> A2aError {
     match error {
+        EngineError::IdempotencyMismatch => A2aError::invalid(
+            "message.messageId",
+            "this context already has another message with this id",
+        ),
         EngineError::Invalid(field) => {
             let index = field
                 .field

@@ -13,7 +13,10 @@ pub fn object(params: Option<Value>) -> Result<Params, A2aError> {
     match params {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(object)) => Ok(object),
-        Some(_) => Err(A2aError::new(Kind::InvalidParams, "params must be an object")),
+        Some(_) => Err(A2aError::new(
+            Kind::InvalidParams,
+            "params must be an object",
+        )),
     }
 }
 
@@ -46,7 +49,11 @@ pub fn integer(
         Some(n) if range.contains(&n) => Ok(Some(n)),
         _ => Err(A2aError::invalid(
             key,
-            format!("must be a whole number from {} to {}", range.start(), range.end()),
+            format!(
+                "must be a whole number from {} to {}",
+                range.start(),
+                range.end()
+            ),
         )),
     }
 }

@@ -15,13 +15,20 @@ use crate::model::{Content, ContentEncoding, Part};
 /// A message a client sent.
 #[derive(Debug, Clone)]
 pub struct InMessage {
+    /// The client's id for it: the turn's idempotency key, so a message sent twice to a
+    /// context is one turn, and the task's history gives the id back.
+    pub message_id: String,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
     /// Its parts, as body parts, and where each came from (`message.parts[i]`).
     pub parts: Vec<(String, Part)>,
 }
 
-fn optional_string(object: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, A2aError> {
+fn optional_string(
+    object: &Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Option<String>, A2aError> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
@@ -31,14 +38,24 @@ fn optional_string(object: &Map<String, Value>, key: &str, at: &str) -> Result<O
 }
 
 /// `params.message` (`at` names it in errors).
-pub fn parse_message(value: Option<&Value>, version: Version, at: &str) -> Result<InMessage, A2aError> {
+pub fn parse_message(
+    value: Option<&Value>,
+    version: Version,
+    at: &str,
+) -> Result<InMessage, A2aError> {
     let object = match value {
         Some(Value::Object(object)) => object,
         None | Some(Value::Null) => return Err(A2aError::invalid(at, "is required")),
         Some(_) => return Err(A2aError::invalid(at, "must be a message object")),
     };
-    optional_string(object, "messageId", at)?
+    let message_id = optional_string(object, "messageId", at)?
         .ok_or_else(|| A2aError::invalid(format!("{at}.messageId"), "is required"))?;
+    if message_id.len() > 256 || message_id.chars().any(char::is_control) {
+        return Err(A2aError::invalid(
+            format!("{at}.messageId"),
+            "must be 1-256 printable characters",
+        ));
+    }
     let role = optional_string(object, "role", at)?;
     let user = match version {
         Version::V1 => "ROLE_USER",
@@ -57,9 +74,17 @@ pub fn parse_message(value: Option<&Value>, version: Version, at: &str) -> Resul
     let parts = match object.get("parts") {
         Some(Value::Array(parts)) if !parts.is_empty() => parts,
         Some(Value::Array(_)) => {
-            return Err(A2aError::invalid(format!("{at}.parts"), "must not be empty"));
+            return Err(A2aError::invalid(
+                format!("{at}.parts"),
+                "must not be empty",
+            ));
         }
-        _ => return Err(A2aError::invalid(format!("{at}.parts"), "is required: a list of parts")),
+        _ => {
+            return Err(A2aError::invalid(
+                format!("{at}.parts"),
+                "is required: a list of parts",
+            ));
+        }
     };
     let parts = parts
         .iter()
@@ -70,6 +95,7 @@ pub fn parse_message(value: Option<&Value>, version: Version, at: &str) -> Resul
         })
         .collect::<Result<_, _>>()?;
     Ok(InMessage {
+        message_id,
         context_id: optional_string(object, "contextId", at)?,
         task_id: optional_string(object, "taskId", at)?,
         parts,
@@ -149,7 +175,11 @@ pub fn parse_part(value: &Value, version: Version, at: &str) -> Result<Part, A2a
         }
     }
     if let Some(name) = filename {
-        let rooted = if name.starts_with('/') { name.clone() } else { format!("/{name}") };
+        let rooted = if name.starts_with('/') {
+            name.clone()
+        } else {
+            format!("/{name}")
+        };
         crate::model::check_part_name(&rooted).map_err(|why| {
             A2aError::invalid(format!("{at}.filename"), format!("`{name}`: {why}"))
         })?;
@@ -171,7 +201,9 @@ fn base64_field(value: &Value, at: &str) -> Result<String, A2aError> {
 
 fn url_field(value: &Value, at: &str) -> Result<String, A2aError> {
     match value.as_str() {
-        Some(url) if url.starts_with("https://") || url.starts_with("http://") => Ok(url.to_owned()),
+        Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
+            Ok(url.to_owned())
+        }
         _ => Err(A2aError::invalid(at, "must be an http(s) URL")),
     }
 }
@@ -217,24 +249,53 @@ pub fn parse_answers(
     let mut texts = Vec::new();
     for (at, part) in parts {
         let data = (crate::model::media_type(&part.content_type) == "application/json")
-            .then(|| part.content.as_deref().and_then(|c| serde_json::from_str::<Value>(c).ok()))
+            .then(|| {
+                part.content
+                    .as_deref()
+                    .and_then(|c| serde_json::from_str::<Value>(c).ok())
+            })
             .flatten();
         if let Some(result) = data.as_ref().and_then(|d| d.get("toolResult")) {
             let id = call_id(result, at)?;
             let content = match result.get("content") {
                 Some(Value::String(text)) => Content::Text(text.clone()),
                 Some(other) => Content::Text(other.to_string()),
-                None => return Err(A2aError::invalid(format!("{at}.data.toolResult.content"), "is required")),
+                None => {
+                    return Err(A2aError::invalid(
+                        format!("{at}.data.toolResult.content"),
+                        "is required",
+                    ));
+                }
             };
-            answers.push(InputMessage::ToolResult { tool_call_id: id, content });
+            answers.push(InputMessage::ToolResult {
+                tool_call_id: id,
+                content,
+            });
         } else if let Some(permission) = data.as_ref().and_then(|d| d.get("toolPermission")) {
             let id = call_id(permission, at)?;
-            let granted = permission.get("granted").and_then(Value::as_bool).ok_or_else(|| {
-                A2aError::invalid(format!("{at}.data.toolPermission.granted"), "must be true or false")
-            })?;
-            let reason = permission.get("reason").and_then(Value::as_str).map(str::to_owned);
-            answers.push(InputMessage::ToolPermission { tool_call_id: id, granted, reason });
-        } else if let Some(text) = part.content.as_deref().filter(|_| part.content_encoding.is_plain()) {
+            let granted = permission
+                .get("granted")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| {
+                    A2aError::invalid(
+                        format!("{at}.data.toolPermission.granted"),
+                        "must be true or false",
+                    )
+                })?;
+            let reason = permission
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            answers.push(InputMessage::ToolPermission {
+                tool_call_id: id,
+                granted,
+                reason,
+            });
+        } else if let Some(text) = part
+            .content
+            .as_deref()
+            .filter(|_| part.content_encoding.is_plain())
+        {
             texts.push(text.to_owned());
         }
     }
@@ -242,10 +303,12 @@ pub fn parse_answers(
         return Ok(answers);
     }
     match pending {
-        [call] if !is_server_tool(&call.name) && !texts.is_empty() => Ok(vec![InputMessage::ToolResult {
-            tool_call_id: call.id.clone(),
-            content: Content::Text(texts.concat()),
-        }]),
+        [call] if !is_server_tool(&call.name) && !texts.is_empty() => {
+            Ok(vec![InputMessage::ToolResult {
+                tool_call_id: call.id.clone(),
+                content: Content::Text(texts.concat()),
+            }])
+        }
         _ => Err(A2aError::invalid(
             "message.parts",
             "answer each pending call with a data part {\"toolResult\": {\"toolCallId\", \"content\"}} \
@@ -287,11 +350,17 @@ mod tests {
             {"kind": "file", "file": {"uri": "https://e.com/x.pdf", "mimeType": "application/pdf"}}
         ]});
         let parsed = parse_message(Some(&old), Version::V03, "params.message").unwrap();
-        assert_eq!(parsed.parts[0].1.content_url.as_deref(), Some("https://e.com/x.pdf"));
+        assert_eq!(
+            parsed.parts[0].1.content_url.as_deref(),
+            Some("https://e.com/x.pdf")
+        );
 
-        let two = json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a", "data": {}}]});
+        let two =
+            json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a", "data": {}}]});
         let error = parse_message(Some(&two), Version::V1, "message").unwrap_err();
-        assert!(matches!(error, A2aError::Protocol { field: Some(ref f), .. } if f == "message.parts[0]"));
+        assert!(
+            matches!(error, A2aError::Protocol { field: Some(ref f), .. } if f == "message.parts[0]")
+        );
         let agent = json!({"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "a"}]});
         assert!(parse_message(Some(&agent), Version::V1, "message").is_err());
         let bad = json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"raw": "%%"}]});
@@ -305,22 +374,44 @@ mod tests {
             name: name.into(),
             input: Map::new(),
         };
-        let part = |value: Value| ("message.parts[0]".to_owned(), Part::text("application/json", value.to_string()));
+        let part = |value: Value| {
+            (
+                "message.parts[0]".to_owned(),
+                Part::text("application/json", value.to_string()),
+            )
+        };
         let answers = parse_answers(
-            &[part(json!({"toolPermission": {"toolCallId": "c2", "granted": false, "reason": "no"}}))],
+            &[part(
+                json!({"toolPermission": {"toolCallId": "c2", "granted": false, "reason": "no"}}),
+            )],
             &[call("c2", "clock")],
             |n| n == "clock",
         )
         .unwrap();
         assert_eq!(
             answers,
-            [InputMessage::ToolPermission { tool_call_id: "c2".into(), granted: false, reason: Some("no".into()) }]
+            [InputMessage::ToolPermission {
+                tool_call_id: "c2".into(),
+                granted: false,
+                reason: Some("no".into())
+            }]
         );
-        let text = ("message.parts[0]".to_owned(), Part::text("text/plain", "sunny"));
-        let answers = parse_answers(&[text.clone()], &[call("c1", "weather")], |_| false).unwrap();
+        let text = (
+            "message.parts[0]".to_owned(),
+            Part::text("text/plain", "sunny"),
+        );
+        let answers = parse_answers(
+            std::slice::from_ref(&text),
+            &[call("c1", "weather")],
+            |_| false,
+        )
+        .unwrap();
         assert_eq!(
             answers,
-            [InputMessage::ToolResult { tool_call_id: "c1".into(), content: Content::Text("sunny".into()) }]
+            [InputMessage::ToolResult {
+                tool_call_id: "c1".into(),
+                content: Content::Text("sunny".into())
+            }]
         );
         assert!(parse_answers(&[text], &[call("a", "x"), call("b", "y")], |_| false).is_err());
     }

@@ -264,7 +264,11 @@ impl TaskRenderer {
             .calls
             .iter()
             .map(|c| {
-                let answer = if server_tool(&c.name) { "permission" } else { "result" };
+                let answer = if server_tool(&c.name) {
+                    "permission"
+                } else {
+                    "result"
+                };
                 json!({"id": c.id, "name": c.name, "arguments": c.input, "answer": answer})
             })
             .collect();
@@ -380,7 +384,9 @@ mod tests {
             EventData::TurnStart {},
             EventData::MessageStart {},
             EventData::ThinkingDelta { delta: "hm".into() },
-            EventData::TextDelta { delta: "Hel".into() },
+            EventData::TextDelta {
+                delta: "Hel".into(),
+            },
             EventData::TextDelta { delta: "lo".into() },
             EventData::ToolCall {
                 tool_call_id: "c1".into(),
@@ -402,14 +408,20 @@ mod tests {
         }
         let ids: Vec<&str> = frames.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["1", "4", "4.1", "5", "6", "7", "8"]);
-        let StreamEvent::Artifact { append, last_chunk, .. } = &frames[2].1 else {
+        let StreamEvent::Artifact {
+            append, last_chunk, ..
+        } = &frames[2].1
+        else {
             panic!("the first text starts the artifact: {:?}", frames[2]);
         };
-        assert!(!append && !last_chunk);
-        let StreamEvent::Artifact { append, last_chunk, .. } = &frames[5].1 else {
+        assert!(!*append && !*last_chunk);
+        let StreamEvent::Artifact {
+            append, last_chunk, ..
+        } = &frames[5].1
+        else {
             panic!("the message's end is the last chunk");
         };
-        assert!(append && last_chunk);
+        assert!(*append && *last_chunk);
         let task = renderer.task();
         assert_eq!(task.status.state, State::InputRequired);
         assert_eq!(task.artifacts.len(), 1);
@@ -418,7 +430,9 @@ mod tests {
         let asked = &task.status.message.as_ref().unwrap().parts[1];
         assert_eq!(
             asked.body,
-            Body::Data(json!({"toolCalls": [{"id": "c1", "name": "weather", "arguments": {}, "answer": "result"}]}))
+            Body::Data(
+                json!({"toolCalls": [{"id": "c1", "name": "weather", "arguments": {}, "answer": "result"}]})
+            )
         );
         assert_eq!(renderer.last_frame(), FrameId::new(8, 0));
     }

@@ -56,12 +56,17 @@ fn query(req: &HttpRequest) -> Result<Params, A2aError> {
 /// The body as an object (empty: none).
 fn body_object(body: Result<web::Bytes, actix_web::Error>) -> Result<Params, A2aError> {
     let body = body.map_err(|e| {
-        let code = if e.as_response_error().status_code() == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE {
+        let code = if e.as_response_error().status_code()
+            == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE
+        {
             crate::error::ErrorCode::PayloadTooLarge
         } else {
             crate::error::ErrorCode::InvalidJson
         };
-        A2aError::Http(ApiError::new(code, format!("cannot read the request body: {e}")))
+        A2aError::Http(ApiError::new(
+            code,
+            format!("cannot read the request body: {e}"),
+        ))
     })?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
@@ -69,7 +74,10 @@ fn body_object(body: Result<web::Bytes, actix_web::Error>) -> Result<Params, A2a
     match serde_json::from_slice(&body) {
         Ok(Value::Object(object)) => Ok(object),
         Ok(_) => Err(A2aError::invalid("body", "must be a JSON object")),
-        Err(e) => Err(A2aError::new(super::error::Kind::ParseError, format!("the body is not JSON: {e}"))),
+        Err(e) => Err(A2aError::new(
+            super::error::Kind::ParseError,
+            format!("the body is not JSON: {e}"),
+        )),
     }
 }
 
@@ -116,8 +124,14 @@ async fn execute(
                 Version::V03 => "application/json",
             };
             // A deleted config answers `{}`.
-            let value = if value.is_null() { Value::Object(Map::new()) } else { value };
-            HttpResponse::Ok().content_type(content_type).body(value.to_string())
+            let value = if value.is_null() {
+                Value::Object(Map::new())
+            } else {
+                value
+            };
+            HttpResponse::Ok()
+                .content_type(content_type)
+                .body(value.to_string())
         }
     })
 }
@@ -159,10 +173,22 @@ macro_rules! rest_route {
     };
 }
 
-rest_route!(send_message, post, "/a2a/{agent}/message:send", Op::Send,
-    "SendMessage: the task once it stopped (or at once with `returnImmediately`)", body);
-rest_route!(stream_message, post, "/a2a/{agent}/message:stream", Op::Stream,
-    "SendStreamingMessage: the task, then its events, as SSE", body);
+rest_route!(
+    send_message,
+    post,
+    "/a2a/{agent}/message:send",
+    Op::Send,
+    "SendMessage: the task once it stopped (or at once with `returnImmediately`)",
+    body
+);
+rest_route!(
+    stream_message,
+    post,
+    "/a2a/{agent}/message:stream",
+    Op::Stream,
+    "SendStreamingMessage: the task, then its events, as SSE",
+    body
+);
 
 /// ListTasks: the caller's tasks of this agent, newest status change first.
 #[utoipa::path(get, path = "/a2a/{agent}/tasks", tag = "A2A", security(("tenant" = [])),
@@ -237,12 +263,27 @@ macro_rules! task_route {
     };
 }
 
-task_route!(cancel_task, post, "/a2a/{agent}/tasks/{id}:cancel", Op::Cancel,
-    "CancelTask: the task once canceled");
-task_route!(subscribe_task, post, "/a2a/{agent}/tasks/{id}:subscribe", Op::Subscribe,
-    "SubscribeToTask: the task, then its events, as SSE");
-task_route!(subscribe_task_get, get, "/a2a/{agent}/tasks/{id}:subscribe", Op::Subscribe,
-    "SubscribeToTask (GET, as the protocol's HTTP annotation has it)");
+task_route!(
+    cancel_task,
+    post,
+    "/a2a/{agent}/tasks/{id}:cancel",
+    Op::Cancel,
+    "CancelTask: the task once canceled"
+);
+task_route!(
+    subscribe_task,
+    post,
+    "/a2a/{agent}/tasks/{id}:subscribe",
+    Op::Subscribe,
+    "SubscribeToTask: the task, then its events, as SSE"
+);
+task_route!(
+    subscribe_task_get,
+    get,
+    "/a2a/{agent}/tasks/{id}:subscribe",
+    Op::Subscribe,
+    "SubscribeToTask (GET, as the protocol's HTTP annotation has it)"
+);
 
 /// Push configs of a task: create (POST) and list (GET).
 #[utoipa::path(post, path = "/a2a/{agent}/tasks/{id}/pushNotificationConfigs", tag = "A2A", security(("tenant" = [])),
@@ -315,7 +356,12 @@ macro_rules! config_route {
 }
 
 config_route!(get_push_config, get, Op::PushGet, "The push config");
-config_route!(delete_push_config, delete, Op::PushDelete, "The push config is deleted (`{}`)");
+config_route!(
+    delete_push_config,
+    delete,
+    Op::PushDelete,
+    "The push config is deleted (`{}`)"
+);
 
 /// GetExtendedAgentCard.
 #[utoipa::path(get, path = "/a2a/{agent}/extendedAgentCard", tag = "A2A", security(("tenant" = [])),

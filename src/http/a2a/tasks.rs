@@ -7,14 +7,16 @@ use futures_util::stream::LocalBoxStream;
 use futures_util::{Stream, StreamExt};
 
 use super::error::A2aError;
+use super::ops::KEY_SCOPE;
 use super::render::{TaskIdentity, TaskRenderer};
 use super::wire::{Body, MessageOut, PartOut, Role, StreamEvent, Task};
 use crate::agents::Agent;
 use crate::app::AppState;
-use crate::engine::{EngineError, Follow};
+use crate::engine::{EngineError, Follow, unscoped_key};
 use crate::http::frame_id::FrameId;
 use crate::model::{
     Content, ContentBlock, ContentEncoding, Event, HistoryMessage, Run, RunId, Session, TenantId,
+    TurnId,
 };
 use crate::store::{Deltas, StoreError};
 
@@ -75,7 +77,14 @@ pub async fn replay(
         loop {
             let page = state
                 .store
-                .list_events(&run.tenant_id, &run.session_id, Some(turn), after, PAGE, Deltas::AsStreamed)
+                .list_events(
+                    &run.tenant_id,
+                    &run.session_id,
+                    Some(turn),
+                    after,
+                    PAGE,
+                    Deltas::AsStreamed,
+                )
                 .await?;
             for event in &page {
                 rendered.extend(renderer.render(event));
@@ -98,32 +107,44 @@ pub async fn snapshot(state: &AppState, run: &Run, session: &Session) -> Result<
     Ok(task)
 }
 
-/// The client's messages of the run: its user message and its answers to the calls it was
-/// asked for. The agent's replies are the task's artifacts; its tool activity and questions
-/// are status messages.
-pub async fn history(state: &AppState, run: &Run, session: &Session) -> Result<Vec<MessageOut>, A2aError> {
+/// The client's messages of the run, one per turn it sent (its user message, then each of
+/// its answers to the calls it was asked for), with the `messageId` it gave them. The
+/// agent's replies are the task's artifacts; its tool activity and questions are status
+/// messages.
+pub async fn history(
+    state: &AppState,
+    run: &Run,
+    session: &Session,
+) -> Result<Vec<MessageOut>, A2aError> {
     let agent = state.agents.get(&session.agent);
     let stored = state
         .store
         .list_run_history(&run.tenant_id, &run.session_id, &run.id)
         .await?;
     let mut names = std::collections::HashMap::new();
-    let mut out = Vec::new();
+    let mut out: Vec<MessageOut> = Vec::new();
+    let mut current: Option<TurnId> = None;
     for entry in stored {
-        let (role, parts) = match entry.message {
-            HistoryMessage::User { content } => (Role::User, content_parts(&content)),
+        let parts = match entry.message {
+            HistoryMessage::User { content } => content_parts(&content),
             // The agent's replies are the task's artifacts, its questions status messages.
             HistoryMessage::Assistant { content } => {
                 if let Content::Blocks(blocks) = &content {
                     for block in blocks {
-                        if let ContentBlock::ToolUse { tool_call_id, name, .. } = block {
+                        if let ContentBlock::ToolUse {
+                            tool_call_id, name, ..
+                        } = block
+                        {
                             names.insert(tool_call_id.clone(), name.clone());
                         }
                     }
                 }
                 continue;
             }
-            HistoryMessage::Tool { tool_call_id, content } => {
+            HistoryMessage::Tool {
+                tool_call_id,
+                content,
+            } => {
                 let name = names.get(&tool_call_id);
                 if name.is_some_and(|n| agent.is_some_and(|a| a.has_server_tool(n))) {
                     continue;
@@ -132,23 +153,37 @@ pub async fn history(state: &AppState, run: &Run, session: &Session) -> Result<V
                     Content::Text(text) => serde_json::json!(text),
                     Content::Blocks(blocks) => serde_json::json!(blocks),
                 };
-                let part = PartOut::data(serde_json::json!({"toolResult": {
+                vec![PartOut::data(serde_json::json!({"toolResult": {
                     "toolCallId": tool_call_id, "content": result,
-                }}));
-                (Role::User, vec![part])
+                }}))]
             }
             HistoryMessage::System { .. } => continue,
         };
         if parts.is_empty() {
             continue;
         }
-        out.push(MessageOut {
-            message_id: format!("{}-h{}", run.id, entry.position),
-            context_id: context_id(session),
-            task_id: Some(run.id.to_string()),
-            role,
-            parts,
-        });
+        match out.last_mut() {
+            Some(message) if current == Some(entry.turn_id) => message.parts.extend(parts),
+            _ => {
+                current = Some(entry.turn_id);
+                let turn = state
+                    .store
+                    .get_turn(&run.tenant_id, &run.session_id, &entry.turn_id)
+                    .await?;
+                let message_id = turn
+                    .idempotency_key
+                    .as_deref()
+                    .and_then(|key| unscoped_key(KEY_SCOPE, key))
+                    .map_or_else(|| format!("{}-h{}", run.id, entry.position), str::to_owned);
+                out.push(MessageOut {
+                    message_id,
+                    context_id: context_id(session),
+                    task_id: Some(run.id.to_string()),
+                    role: Role::User,
+                    parts,
+                });
+            }
+        }
     }
     Ok(out)
 }
@@ -177,7 +212,9 @@ fn content_parts(content: &Content) -> Vec<PartOut> {
                     (Some(c), None) if part.content_encoding == ContentEncoding::Base64 => {
                         Body::Raw(c.clone())
                     }
-                    (Some(c), None) if crate::model::media_type(&part.content_type) == "application/json" => {
+                    (Some(c), None)
+                        if crate::model::media_type(&part.content_type) == "application/json" =>
+                    {
                         Body::Data(serde_json::from_str(c).unwrap_or_else(|_| serde_json::json!(c)))
                     }
                     (Some(c), None) => Body::Text(c.clone()),
@@ -186,7 +223,10 @@ fn content_parts(content: &Content) -> Vec<PartOut> {
                 Some(PartOut {
                     body,
                     media_type: Some(part.content_type.clone()),
-                    filename: part.name.as_deref().map(|n| n.trim_start_matches('/').to_owned()),
+                    filename: part
+                        .name
+                        .as_deref()
+                        .map(|n| n.trim_start_matches('/').to_owned()),
                     metadata: part.metadata.clone(),
                 })
             }

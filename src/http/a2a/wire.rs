@@ -433,10 +433,7 @@ mod tests {
             "0.3 writes the flags"
         );
         assert_eq!(State::parse("input-required"), Some(State::InputRequired));
-        assert_eq!(
-            State::parse("TASK_STATE_CANCELED"),
-            Some(State::Canceled)
-        );
+        assert_eq!(State::parse("TASK_STATE_CANCELED"), Some(State::Canceled));
         assert_eq!(State::parse("rejected"), None);
     }
 }

@@ -3,13 +3,13 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::error::AcpError;
-use crate::http::frame_id::FrameId;
 use super::replay::{Cursor, identity, load_run, replay, sse_response, stream};
 use super::wire::{ErrorObject as AcpErrorBody, EventList};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::http::TenantAuth;
 use crate::http::cursor::ResumeFrom;
+use crate::http::frame_id::FrameId;
 
 /// `GET /acp/runs/{id}/events`: `{"events": [...]}` as the reference answers; with
 /// `Accept: text/event-stream`, the events as SSE (replayed, then live until the run stops

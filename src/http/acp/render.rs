@@ -18,12 +18,12 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::http::frame_id::FrameId;
 use super::wire::{
     AwaitRequest, ErrorObject, EventObject, MessageObject, PartMetadata, PartObject, RunObject,
     RunStatus, Trajectory, timestamp,
 };
 use crate::agents::Agent;
+use crate::http::frame_id::FrameId;
 use crate::model::{
     Content, Event, EventData, Run, RunStatus as EngineStatus, StopReason, TurnError, TurnId,
     TurnStatus,

@@ -8,12 +8,12 @@ use futures_util::stream::LocalBoxStream;
 use futures_util::{Stream, StreamExt};
 
 use super::error::{AcpError, OrAcpNotFound};
-use crate::http::frame_id::FrameId;
 use super::render::{RunIdentity, RunRenderer};
 use super::sessions::session_uuid;
 use super::wire::EventObject;
 use crate::app::AppState;
 use crate::engine::{EngineError, Follow, StartedTurn};
+use crate::http::frame_id::FrameId;
 use crate::http::sse::{self, Frame};
 use crate::model::{Event, Run, RunId, TenantId, TurnId};
 use crate::store::Deltas;

@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use super::convert::{Origins, parse_input};
 use super::error::AcpError;
-use crate::http::frame_id::FrameId;
 use super::replay::{
     Cursor, identity, load_run, replay, run_uuid, set_run_id, sse_response, stream,
 };
@@ -22,6 +21,7 @@ use crate::app::AppState;
 use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest};
 use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::frame_id::FrameId;
 use crate::model::Run;
 use crate::model::StreamMode;
 

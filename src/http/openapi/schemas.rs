@@ -698,7 +698,9 @@ impl PartialSchema for A2aObject {
     fn schema() -> RefOr<Schema> {
         ObjectBuilder::new()
             .schema_type(Type::Object)
-            .description(Some("An A2A object, as the A2A specification (1.0 or 0.3) defines it"))
+            .description(Some(
+                "An A2A object, as the A2A specification (1.0 or 0.3) defines it",
+            ))
             .build()
             .into()
     }
