@@ -93,8 +93,10 @@ impl StopMessages {
         };
         let run = group.run.map(|_| {
             data["turn_status"] = data["status"].clone();
-            data["status"] =
-                serde_json::json!(RunStatus::after_stop(*stop_reason, error.as_ref()).as_str());
+            let run_status = RunStatus::after_stop(*stop_reason, error.as_ref());
+            data["status"] = serde_json::json!(run_status.as_str());
+            // Whether the run can change again: its last message when not.
+            data["terminal"] = serde_json::json!(run_status.is_terminal());
             StopMessage {
                 id: MessageId::generate(),
                 event: WebhookEvent::RunStatusChanged,
