@@ -53,6 +53,10 @@ pub struct Outbound {
     pub auth: String,
     #[sqlx(flatten)]
     pub secrets: SealedSecrets,
+    /// A run's endpoint's payload format and `Authorization` (its credentials sealed).
+    pub format: Option<String>,
+    pub authorization_scheme: Option<String>,
+    pub authorization_credentials: Option<String>,
     pub message_id: MessageId,
     pub event_type: String,
     pub agent: String,
@@ -223,7 +227,8 @@ impl Store {
         Ok(with_db!(self, |pool| {
             sqlx::query_as(
                 "SELECT e.tenant_id, e.id AS endpoint_id, e.url, e.auth, e.secret, \
-                 e.previous_secret, e.previous_until, d.message_id, d.event_type, d.agent, \
+                 e.previous_secret, e.previous_until, e.format, e.authorization_scheme, \
+                 e.authorization_credentials, d.message_id, d.event_type, d.agent, \
                  d.data, d.attempts, d.queued_at, d.next_attempt_at, d.created_at \
                  FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id \
                  WHERE e.id = $1 AND e.lease_owner = $2 AND e.enabled \
