@@ -32,5 +32,6 @@ pub use runner::{Engine, StartedTurn, TurnRequest, scoped_key, unscoped_key};
 pub use runs::CANCELLED_CALL;
 pub use sessions::{REDACTED, SessionRef, SessionView, open_secret_options, redact, session_uuid};
 pub use webhooks::{
-    CreatedEndpoint, EndpointPatch, NewEndpoint, RotatedSecret, WebhookError, Webhooks,
+    Authorization, CreatedEndpoint, CreatedRunEndpoint, EndpointPatch, NewEndpoint, NewRunEndpoint,
+    OutboundMessage, Payload, PayloadFormat, RotatedSecret, RunEndpoint, WebhookError, Webhooks,
 };

@@ -62,7 +62,10 @@ impl From<WebhookError> for ApiError {
         match error {
             WebhookError::Invalid(field) => field.into(),
             WebhookError::NotFound(what) => ApiError::not_found(what),
-            WebhookError::Disabled | WebhookError::TooMany(_) => {
+            WebhookError::Disabled
+            | WebhookError::TooMany(_)
+            | WebhookError::TooManyForRun(_)
+            | WebhookError::RunEndpointToken => {
                 ApiError::new(ErrorCode::Conflict, error.to_string())
             }
             WebhookError::Store(StoreError::Conflict(message)) => {
@@ -294,7 +297,7 @@ pub async fn delete_webhook(
     responses(
         (status = 200, description = "The new secret, shown only here", body = crate::http::openapi::schemas::RotatedWebhookSecret),
         (status = 404, description = "No such endpoint", body = crate::http::openapi::schemas::ErrorBody),
-        (status = 409, description = "Another rotation of the same secret won meanwhile: this one's secret was never valid", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "Another rotation of the same secret won meanwhile (this one's secret was never valid), or the endpoint is a run's own, signed with its client's token", body = crate::http::openapi::schemas::ErrorBody),
     ))]
 pub async fn rotate_webhook_secret(
     auth: TenantAuth,

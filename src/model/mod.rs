@@ -32,7 +32,9 @@ pub use run::{Run, RunStatus};
 pub use session::{ServerToolRef, Session, ToolSpec};
 pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};
 pub use turn::{StopReason, StreamMode, Turn, TurnError, TurnStatus, Usage};
-pub use webhook::{DeliveryAuth, DeliveryStatus, Endpoint, WebhookDelivery, WebhookEvent};
+pub use webhook::{
+    DeliveryAuth, DeliveryStatus, Endpoint, RunEndpoint, WebhookDelivery, WebhookEvent,
+};
 
 /// An input that failed validation: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,5 @@
-//! Webhooks: the endpoints a tenant registers, the events they receive, and the deliveries
-//! of each event's message to each endpoint.
+//! Webhooks: the endpoints a tenant registers (for all its runs and turns, or for one run),
+//! the events they receive, and the deliveries of each event's message to each endpoint.
 
 use std::fmt;
 use std::str::FromStr;
@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::turn::text_enum;
-use super::{EndpointId, MessageId, StopReason, TenantId, TurnError, TurnStatus};
+use super::{EndpointId, MessageId, RunId, StopReason, TenantId, TurnError, TurnStatus};
 
 /// What an endpoint can be told about. Each has a bit in an endpoint's event mask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,8 +122,26 @@ pub struct Endpoint {
     pub disabled_reason: Option<String>,
     /// Until when deliveries are also signed with the secret a rotation replaced.
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    /// The run it belongs to, when it is a run's own endpoint (told only of that run's
+    /// status changes); `None` for the tenant's endpoints.
+    pub run_id: Option<RunId>,
+    /// The payload format a run's endpoint is sent in.
+    pub format: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A run's own endpoint, as its client may read it back: never its token or credentials.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunEndpoint {
+    pub id: EndpointId,
+    pub run: RunId,
+    /// The client's name for it, unique within the run.
+    pub key: String,
+    pub url: String,
+    pub authorization_scheme: Option<String>,
+    pub format: String,
+    pub created_at: DateTime<Utc>,
 }
 
 /// One message to one endpoint, with its attempts so far.

@@ -501,6 +501,7 @@ macro_rules! append_rest {
                         .bind(messages.run.as_ref().map(|m| m.event.as_str()))
                         .bind(messages.run.as_ref().map(|m| m.data.as_str()))
                         .bind(messages.run.as_ref().map_or(0, |m| m.event.bit()))
+                        .bind(group.run)
                         .fetch_one(&mut *$tx)
                         .await?
                 } else {
@@ -538,6 +539,7 @@ macro_rules! append_rest {
                     .bind(Stamp(*at))
                     .bind(group.session)
                     .bind(group.tenant)
+                    .bind(group.run)
                     .execute(&mut *$tx)
                     .await?
                     .rows_affected();

@@ -53,6 +53,10 @@ pub struct Outbound {
     pub auth: String,
     #[sqlx(flatten)]
     pub secrets: SealedSecrets,
+    /// A run's endpoint's payload format and `Authorization` (its credentials sealed).
+    pub format: Option<String>,
+    pub authorization_scheme: Option<String>,
+    pub authorization_credentials: Option<String>,
     pub message_id: MessageId,
     pub event_type: String,
     pub agent: String,
@@ -148,16 +152,17 @@ impl Store {
     }
 
     /// Enabled endpoints with a pending delivery due and no living lease: candidates for
-    /// [`Store::claim_webhook_endpoint`].
+    /// [`Store::claim_webhook_endpoint`]. Found from the pending deliveries (their partial
+    /// index), not by reading every endpoint: runs' endpoints are many and mostly idle.
     pub async fn due_webhook_endpoints(&self, limit: i64) -> Result<Vec<EndpointId>, StoreError> {
         let now = Stamp(crate::model::now());
         Ok(with_db!(self, |pool| {
             sqlx::query_scalar(
-                "SELECT e.id FROM webhook_endpoints e WHERE e.enabled \
+                "SELECT e.id FROM webhook_endpoints e WHERE e.id IN (SELECT d.endpoint_id \
+                 FROM webhook_deliveries d WHERE d.status = 'pending') AND e.enabled \
                  AND (e.retry_at IS NULL OR e.retry_at <= $1) \
                  AND (e.lease_until IS NULL OR e.lease_until < $1) \
-                 AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id \
-                 AND d.status = 'pending') ORDER BY e.retry_at LIMIT $2",
+                 ORDER BY e.retry_at LIMIT $2",
             )
             .bind(now)
             .bind(limit)
@@ -223,7 +228,8 @@ impl Store {
         Ok(with_db!(self, |pool| {
             sqlx::query_as(
                 "SELECT e.tenant_id, e.id AS endpoint_id, e.url, e.auth, e.secret, \
-                 e.previous_secret, e.previous_until, d.message_id, d.event_type, d.agent, \
+                 e.previous_secret, e.previous_until, e.format, e.authorization_scheme, \
+                 e.authorization_credentials, d.message_id, d.event_type, d.agent, \
                  d.data, d.attempts, d.queued_at, d.next_attempt_at, d.created_at \
                  FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id \
                  WHERE e.id = $1 AND e.lease_owner = $2 AND e.enabled \

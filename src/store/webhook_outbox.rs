@@ -1,6 +1,7 @@
 //! How a turn's stop queues its webhook messages, in the event log's transaction: on
 //! PostgreSQL inside the statement that stops the turn, on SQLite by one more statement for
-//! the tenants that may have endpoints.
+//! the tenants that may have endpoints. The tenant's endpoints get the messages their mask
+//! takes; a run's own endpoints get only their run's status change.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -17,8 +18,9 @@ pub(super) const STOP_TURN: &str = "UPDATE turns SET status = $2, stop_reason = 
      WHERE tenant_id = $8 AND id = $1 AND status IN ('queued', 'running') RETURNING 1, 0";
 
 /// The same stop on PostgreSQL, queueing its webhook messages (`$12`–`$15` for the turn,
-/// `$16`–`$19` for its run, a bit of 0 when there is none) to each enabled endpoint of the
-/// tenant that takes their type, in one statement: `(turns stopped, deliveries queued)`.
+/// `$16`–`$19` for its run, a bit of 0 when there is none) in one statement: to each
+/// enabled endpoint of the tenant that takes their type, and the run's message to the run's
+/// (`$20`) own enabled endpoints. `(turns stopped, deliveries queued)`.
 pub(super) const STOP_AND_ENQUEUE_PG: &str = "WITH stopped AS (\
      UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
      usage = $5, finished_at = $6, last_seq = $7, \
@@ -31,11 +33,19 @@ pub(super) const STOP_AND_ENQUEUE_PG: &str = "WITH stopped AS (\
      JOIN sessions s ON s.id = $11 AND s.tenant_id = e.tenant_id \
      CROSS JOIN (VALUES ($12::uuid, $13::text, $14::text, $15::bigint), \
      ($16::uuid, $17::text, $18::text, $19::bigint)) AS m (id, event_type, data, bit) \
-     WHERE e.tenant_id = $8 AND e.enabled AND (e.event_mask & m.bit) <> 0 RETURNING 1) \
+     WHERE e.tenant_id = $8 AND e.run_id IS NULL AND e.enabled \
+     AND (e.event_mask & m.bit) <> 0 \
+     UNION ALL \
+     SELECT e.id, $16::uuid, e.tenant_id, $17::text, s.agent, $18::text, 'pending', 0, \
+     $6, $6, $6 FROM stopped, webhook_endpoints e \
+     JOIN sessions s ON s.id = $11 AND s.tenant_id = e.tenant_id \
+     WHERE e.run_id = $20 AND e.tenant_id = $8 AND e.enabled AND $16::uuid IS NOT NULL \
+     RETURNING 1) \
      SELECT (SELECT COUNT(*) FROM stopped), (SELECT COUNT(*) FROM queued)";
 
 /// On SQLite, after the stop: the same messages (`$1`–`$4` for the turn, `$5`–`$8` for its
-/// run) to the tenant's (`$11`) endpoints, naming the session's (`$10`) agent.
+/// run) to the tenant's (`$11`) endpoints, and the run's message to the run's (`$12`) own,
+/// naming the session's (`$10`) agent.
 pub(super) const ENQUEUE_SQLITE: &str = "INSERT INTO webhook_deliveries (endpoint_id, \
      message_id, tenant_id, event_type, agent, data, status, attempts, queued_at, \
      next_attempt_at, created_at) \
@@ -43,7 +53,12 @@ pub(super) const ENQUEUE_SQLITE: &str = "INSERT INTO webhook_deliveries (endpoin
      FROM webhook_endpoints e JOIN sessions s ON s.id = $10 AND s.tenant_id = e.tenant_id \
      CROSS JOIN (SELECT $1 AS id, $2 AS event_type, $3 AS data, $4 AS bit \
      UNION ALL SELECT $5, $6, $7, $8) AS m \
-     WHERE e.tenant_id = $11 AND e.enabled AND (e.event_mask & m.bit) <> 0";
+     WHERE e.tenant_id = $11 AND e.run_id IS NULL AND e.enabled \
+     AND (e.event_mask & m.bit) <> 0 \
+     UNION ALL \
+     SELECT e.id, $5, e.tenant_id, $6, s.agent, $7, 'pending', 0, $9, $9, $9 \
+     FROM webhook_endpoints e JOIN sessions s ON s.id = $10 AND s.tenant_id = e.tenant_id \
+     WHERE e.run_id = $12 AND e.tenant_id = $11 AND e.enabled AND $5 IS NOT NULL";
 
 /// One webhook message of a turn's stop.
 pub(super) struct StopMessage {
@@ -93,8 +108,10 @@ impl StopMessages {
         };
         let run = group.run.map(|_| {
             data["turn_status"] = data["status"].clone();
-            data["status"] =
-                serde_json::json!(RunStatus::after_stop(*stop_reason, error.as_ref()).as_str());
+            let run_status = RunStatus::after_stop(*stop_reason, error.as_ref());
+            data["status"] = serde_json::json!(run_status.as_str());
+            // Whether the run can change again: its last message when not.
+            data["terminal"] = serde_json::json!(run_status.is_terminal());
             StopMessage {
                 id: MessageId::generate(),
                 event: WebhookEvent::RunStatusChanged,

@@ -1,14 +1,15 @@
-//! Webhook endpoints: what a tenant registered, and their sealed secrets. Their deliveries
-//! are in `webhook_deliveries.rs`, and how a turn's stop queues them in `webhook_outbox.rs`.
+//! Webhook endpoints: what a tenant registered, and their sealed secrets. A run's own
+//! endpoints are registered in `run_endpoints.rs`; deliveries are in
+//! `webhook_deliveries.rs`, and how a turn's stop queues them in `webhook_outbox.rs`.
 
 use chrono::{DateTime, Utc};
 
 use super::Stamp;
 use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
-use crate::model::{Endpoint, EndpointId, TenantId, WebhookEvent};
+use crate::model::{Endpoint, EndpointId, RunId, TenantId, WebhookEvent};
 
 const ENDPOINT_COLUMNS: &str = "id, tenant_id, url, description, event_mask, auth, enabled, \
-     disabled_reason, previous_until, created_at, updated_at";
+     disabled_reason, previous_until, run_id, format, created_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 struct EndpointRow {
@@ -21,6 +22,8 @@ struct EndpointRow {
     enabled: bool,
     disabled_reason: Option<String>,
     previous_until: Option<Stamp>,
+    run_id: Option<RunId>,
+    format: Option<String>,
     created_at: Stamp,
     updated_at: Stamp,
 }
@@ -39,6 +42,8 @@ impl TryFrom<EndpointRow> for Endpoint {
             enabled: row.enabled,
             disabled_reason: row.disabled_reason,
             previous_secret_expires_at: row.previous_until.map(Into::into),
+            run_id: row.run_id,
+            format: row.format,
             created_at: row.created_at.into(),
             updated_at: row.updated_at.into(),
         })
@@ -64,12 +69,15 @@ pub struct EndpointChange {
 }
 
 impl Store {
+    /// The tenant's endpoints, not counting its runs' own.
     pub async fn count_webhook_endpoints(&self, tenant: &TenantId) -> Result<i64, StoreError> {
         Ok(with_db!(self, |pool| {
-            sqlx::query_scalar("SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = $1")
-                .bind(tenant)
-                .fetch_one(pool)
-                .await
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = $1 AND run_id IS NULL",
+            )
+            .bind(tenant)
+            .fetch_one(pool)
+            .await
         })?)
     }
 

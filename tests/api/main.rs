@@ -34,6 +34,7 @@ mod queueing;
 mod quickstart;
 mod quotas;
 mod round_trips;
+mod run_webhooks;
 mod secrets;
 mod sessions;
 mod streams;

@@ -86,7 +86,7 @@ fn described_routes(document: &Value) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-async fn document(app: &TestApp) -> Value {
+pub async fn document(app: &TestApp) -> Value {
     let reply = app.request(Method::GET, "/openapi.json", None, None).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
     assert!(
@@ -274,7 +274,7 @@ async fn the_document_names_who_may_call_each_route_and_the_headers_it_uses() {
 }
 
 /// Checks a reply against the schema the document gives for its operation and status.
-fn check(document: &Value, method: &str, path: &str, reply: &Reply) {
+pub fn check(document: &Value, method: &str, path: &str, reply: &Reply) {
     let response = &operation(document, method, path)["responses"][reply.status.as_str()];
     assert!(
         response.is_object(),

@@ -22,6 +22,9 @@ pub enum Reply {
     Hang,
     /// Named SSE events (`event:` and `data:`), as the Anthropic API sends them.
     Events(Vec<(&'static str, Value)>),
+    /// Waits until the gate is opened (`notify_one`, before or after the request came),
+    /// then answers as the inner reply.
+    Gated(Arc<tokio::sync::Notify>, Box<Reply>),
 }
 
 #[derive(Debug, Clone)]
@@ -79,7 +82,14 @@ async fn chat(req: HttpRequest, body: Bytes, script: web::Data<Script>) -> HttpR
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     });
     script.arrived.notify_waiters();
-    let reply = script.replies.lock().unwrap().pop_front();
+    let next = script.replies.lock().unwrap().pop_front();
+    let reply = match next {
+        Some(Reply::Gated(gate, inner)) => {
+            gate.notified().await;
+            Some(*inner)
+        }
+        other => other,
+    };
     match reply {
         None => HttpResponse::InternalServerError()
             .json(json!({"error": {"message": "no scripted reply"}})),
@@ -103,6 +113,7 @@ async fn chat(req: HttpRequest, body: Bytes, script: web::Data<Script>) -> HttpR
                 ))
         }
         Some(Reply::Break(chunks)) => sse(chunks, false),
+        Some(Reply::Gated(..)) => panic!("a gate opens onto a reply, not onto another gate"),
     }
 }
 

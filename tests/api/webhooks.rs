@@ -348,6 +348,8 @@ async fn a_runs_status_change_follows_its_turns_end() {
     assert_eq!(bodies[1]["type"], "run.status_changed");
     assert_eq!(bodies[1]["data"]["status"], "completed");
     assert_eq!(bodies[1]["data"]["turn_status"], "completed");
+    assert_eq!(bodies[1]["data"]["terminal"], true);
+    assert!(bodies[0]["data"].get("terminal").is_none());
     assert_eq!(bodies[1]["data"]["turn_id"], bodies[0]["data"]["turn_id"]);
     for body in &bodies {
         assert_eq!(body["data"]["run_id"], format!("run_{run_hex}"), "{body}");

@@ -41,6 +41,8 @@ impl Webhooks {
             enabled: true,
             disabled_reason: None,
             previous_secret_expires_at: None,
+            run_id: None,
+            format: None,
             created_at: now,
             updated_at: now,
         };
@@ -85,6 +87,20 @@ impl Webhooks {
             None => None,
         };
         let event_mask = patch.event_types.as_deref().map(event_mask).transpose()?;
+        if event_mask.is_some()
+            && self
+                .store
+                .get_webhook_endpoint(tenant, id)
+                .await?
+                .run_id
+                .is_some()
+        {
+            return Err(FieldError::new(
+                "event_types",
+                "a run's endpoint is sent its run's status changes (run.status_changed) only",
+            )
+            .into());
+        }
         let change = EndpointChange {
             url,
             description,
@@ -115,6 +131,15 @@ impl Webhooks {
         tenant: &TenantId,
         id: &EndpointId,
     ) -> Result<RotatedSecret, WebhookError> {
+        if self
+            .store
+            .get_webhook_endpoint(tenant, id)
+            .await?
+            .run_id
+            .is_some()
+        {
+            return Err(WebhookError::RunEndpointToken);
+        }
         let stored = self.store.get_webhook_secrets(tenant, id).await?;
         let context = seal_context(tenant, id);
         let previous = self.secrets.open(&stored.secret, &context)?;
@@ -184,7 +209,7 @@ impl Webhooks {
         Ok(delivery)
     }
 
-    async fn checked_url(&self, url: &str) -> Result<String, WebhookError> {
+    pub(super) async fn checked_url(&self, url: &str) -> Result<String, WebhookError> {
         let target = target::check_target(url.trim(), &self.settings)
             .await
             .map_err(|message| FieldError::new("url", message))?;

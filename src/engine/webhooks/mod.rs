@@ -1,16 +1,22 @@
-//! Webhooks: the endpoints tenants register, and the sender that delivers the messages the
-//! event writer queues for them (in the transaction of the event that causes them).
+//! Webhooks: the endpoints tenants register (for everything, or for one run), and the
+//! sender that delivers the messages the event writer queues for them (in the transaction
+//! of the event that causes them).
 //!
-//! Protocol-neutral: a delivery is a JSON body sent with the `webhook-id`,
-//! `webhook-timestamp` and `webhook-signature` headers of Standard Webhooks, or with the
-//! endpoint's secret as a bearer token, as the endpoint's auth mode says.
+//! Protocol-neutral: a delivery to a tenant's endpoint is a JSON body sent with the
+//! `webhook-id`, `webhook-timestamp` and `webhook-signature` headers of Standard Webhooks,
+//! or with the endpoint's secret as a bearer token, as the endpoint's auth mode says. A
+//! run's own endpoint gets the body of the payload format a face registered, signed with
+//! its token.
 
 mod endpoints;
+mod payload;
+mod run_endpoints;
 mod sender;
 mod sign;
 mod target;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -24,6 +30,10 @@ use crate::metrics::Metrics;
 use crate::model::{Endpoint, EndpointId, FieldError, ProcessId, TenantId};
 use crate::store::{Store, StoreError};
 
+pub use crate::model::RunEndpoint;
+pub use payload::{OutboundMessage, Payload, PayloadFormat};
+pub use run_endpoints::{Authorization, CreatedRunEndpoint, NewRunEndpoint};
+
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
     #[error(transparent)]
@@ -34,6 +44,13 @@ pub enum WebhookError {
     Disabled,
     #[error("a tenant may register at most {0} webhook endpoints")]
     TooMany(u32),
+    #[error("a run may have at most {0} webhook endpoints")]
+    TooManyForRun(u32),
+    #[error(
+        "a run's endpoint signs with the token its client chose: register it again with a new \
+         token instead"
+    )]
+    RunEndpointToken,
     #[error(transparent)]
     Store(StoreError),
     #[error("the endpoint's secret cannot be decrypted: {0}")]
@@ -94,6 +111,8 @@ pub struct Webhooks {
     /// Wakes the sender: the event writer queued deliveries, or a replay did.
     wake: Arc<Notify>,
     metrics: Arc<Metrics>,
+    /// The payload formats faces registered, by name.
+    formats: RwLock<HashMap<String, Arc<dyn PayloadFormat>>>,
     stop: CancellationToken,
     tracker: TaskTracker,
 }
@@ -114,13 +133,19 @@ impl Webhooks {
             process,
             wake,
             metrics,
+            formats: RwLock::default(),
             stop: CancellationToken::new(),
             tracker: TaskTracker::new(),
         })
     }
 }
 
-/// What an endpoint's sealed secrets are bound to.
+/// What an endpoint's sealed secrets (or a run's endpoint's token) are bound to.
 fn seal_context(tenant: &TenantId, endpoint: &EndpointId) -> String {
     format!("webhook-secret:{tenant}:{endpoint}")
+}
+
+/// What a run's endpoint's sealed `Authorization` credentials are bound to.
+fn credentials_context(tenant: &TenantId, endpoint: &EndpointId) -> String {
+    format!("webhook-authorization:{tenant}:{endpoint}")
 }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{Webhooks, seal_context, sign, target};
-use crate::model::{DeliveryAuth, EndpointId};
+use super::{Webhooks, target};
+use crate::model::EndpointId;
 use crate::store::{AttemptOutcome, Outbound};
 
 /// How long an endpoint's lease outlasts the longest attempt.
@@ -241,24 +242,9 @@ impl Webhooks {
     async fn send(&self, next: &Outbound) -> Result<u16, String> {
         let target = target::parse_target(&next.url, &self.settings)?;
         let address = target::resolve_target(&target, &self.settings).await?;
-        let body = render(next)?;
-        let context = seal_context(&next.tenant_id, &next.endpoint_id);
-        let mut secrets = vec![
-            self.secrets
-                .open(&next.secrets.secret, &context)
-                .map_err(|_| "the endpoint's secret cannot be decrypted".to_owned())?,
-        ];
-        let overlap = next
-            .secrets
-            .previous_until
-            .is_some_and(|until| DateTime::<Utc>::from(until) > crate::model::now());
-        if let (Some(previous), true) = (&next.secrets.previous_secret, overlap)
-            && let Ok(previous) = self.secrets.open(previous, &context)
-        {
-            secrets.push(previous);
-        }
         let id = next.message_id.to_string();
         let timestamp = crate::model::now().timestamp();
+        let payload = self.payload(next, &id, timestamp)?;
         // No proxy: the connection goes to the address just checked, and nowhere else.
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -269,31 +255,22 @@ impl Webhooks {
             .map_err(|_| "the request could not be prepared".to_owned())?;
         let mut request = client
             .post(target.url)
-            .header("content-type", "application/json")
+            .header("content-type", payload.content_type)
             .header(
                 "user-agent",
                 concat!("agentry-webhooks/", env!("CARGO_PKG_VERSION")),
             )
             .header("webhook-id", &id)
             .header("webhook-timestamp", timestamp.to_string());
-        match next.auth.parse::<DeliveryAuth>() {
-            Ok(DeliveryAuth::Signature) => {
-                let keys: Vec<Vec<u8>> = secrets
-                    .iter()
-                    .filter_map(|s| std::str::from_utf8(s).ok().and_then(sign::secret_key))
-                    .collect();
-                request = request.header(
-                    "webhook-signature",
-                    sign::signatures(&keys, &id, timestamp, body.as_bytes()),
-                );
-            }
-            Ok(DeliveryAuth::Bearer) => {
-                let token = String::from_utf8_lossy(&secrets[0]).into_owned();
-                request = request.bearer_auth(token);
-            }
-            Err(_) => return Err("the delivery's auth mode is unknown".into()),
+        for (name, value) in payload.headers {
+            let header =
+                HeaderName::try_from(name).map_err(|_| format!("`{name}` is not a header name"))?;
+            let mut value = HeaderValue::try_from(value)
+                .map_err(|_| format!("the header `{name}` has a value that cannot be sent"))?;
+            value.set_sensitive(header == AUTHORIZATION);
+            request = request.header(header, value);
         }
-        let response = request.body(body).send().await.map_err(|error| {
+        let response = request.body(payload.body).send().await.map_err(|error| {
             if error.is_timeout() {
                 format!("timed out after {} seconds", self.settings.timeout_seconds)
             } else if error.is_connect() {
@@ -305,18 +282,4 @@ impl Webhooks {
         // The body is never read: a receiver's answer is not ours to keep.
         Ok(response.status().as_u16())
     }
-}
-
-/// The message's body: the same bytes at every attempt.
-fn render(next: &Outbound) -> Result<String, String> {
-    let mut data: serde_json::Value =
-        serde_json::from_str(&next.data).map_err(|_| "the stored message is corrupt".to_owned())?;
-    data["agent"] = serde_json::json!(next.agent);
-    let created_at: DateTime<Utc> = next.created_at.into();
-    Ok(serde_json::json!({
-        "type": next.event_type,
-        "timestamp": created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-        "data": data,
-    })
-    .to_string())
 }

@@ -109,7 +109,7 @@ pub async fn delete_webhook(
     responses(
         (status = 200, description = "The new secret, shown only here", body = crate::http::openapi::schemas::RotatedWebhookSecret),
         (status = 404, description = "No such endpoint or tenant", body = crate::http::openapi::schemas::ErrorBody),
-        (status = 409, description = "Another rotation of the same secret won meanwhile: this one's secret was never valid", body = crate::http::openapi::schemas::ErrorBody),
+        (status = 409, description = "Another rotation of the same secret won meanwhile (this one's secret was never valid), or the endpoint is a run's own, signed with its client's token", body = crate::http::openapi::schemas::ErrorBody),
     ))]
 pub async fn rotate_webhook_secret(
     _: AdminAuth,

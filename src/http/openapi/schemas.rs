@@ -13,7 +13,9 @@ use utoipa::openapi::{Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::error::ErrorCode;
-use crate::model::{Content, Credential, CredentialId, StopReason, TenantId, TokenId, TurnError};
+use crate::model::{
+    Content, Credential, CredentialId, RunId, StopReason, TenantId, TokenId, TurnError,
+};
 
 // ---- errors ----
 
@@ -606,7 +608,9 @@ pub struct UpdateWebhook {
     pub enabled: Option<bool>,
 }
 
-/// A webhook endpoint (its secret is never shown again after creation or rotation).
+/// A webhook endpoint (its secret is never shown again after creation or rotation): the
+/// tenant's, or a run's own (`run_id`), registered through a protocol face and sent in its
+/// payload `format`.
 #[derive(Serialize, ToSchema)]
 pub struct WebhookEndpoint {
     /// `wh_…`
@@ -625,6 +629,14 @@ pub struct WebhookEndpoint {
     /// Until when deliveries are also signed with the secret a rotation replaced.
     #[schema(required = true)]
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    /// The run whose status changes a run's own endpoint is sent (and only those); `null`
+    /// for the tenant's endpoints.
+    #[schema(required = true)]
+    pub run_id: Option<RunId>,
+    /// The payload format a run's own endpoint is sent in; `null` for the tenant's
+    /// endpoints (the JSON body above).
+    #[schema(required = true)]
+    pub format: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
