@@ -38,7 +38,7 @@ pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSe
 pub use quotas::QuotaSettings;
 pub use schema::SchemaPartSettings;
 pub use secret::Secret;
-pub use server::{AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings};
+pub use server::{A2aSettings, AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings};
 pub use template::{option_placeholders, option_references, resolve_env};
 pub use tools::{ToolSettings, ToolsSettings};
 pub use webhooks::WebhooksSettings;
@@ -59,6 +59,7 @@ pub struct Settings {
     pub log: LogSettings,
     pub metrics: MetricsSettings,
     pub agentscope: AgentScopeSettings,
+    pub a2a: A2aSettings,
     pub webhooks: WebhooksSettings,
     #[serde(default)]
     pub mcp_servers: Vec<McpServerSettings>,
@@ -329,12 +330,16 @@ impl Settings {
             }
             agent.validate(&at, &self.mcp_servers)?;
         }
-        let default = &self.agentscope.default_agent;
-        if !default.is_empty() && !self.agents.iter().any(|a| a.name == *default) {
-            return Err(ConfigError::new(
-                "agentscope.default_agent",
-                format!("`{default}` is not a configured agent"),
-            ));
+        for (key, default) in [
+            ("agentscope.default_agent", &self.agentscope.default_agent),
+            ("a2a.default_agent", &self.a2a.default_agent),
+        ] {
+            if !default.is_empty() && !self.agents.iter().any(|a| a.name == *default) {
+                return Err(ConfigError::new(
+                    key,
+                    format!("`{default}` is not a configured agent"),
+                ));
+            }
         }
         Ok(())
     }

@@ -82,3 +82,11 @@ pub struct AgentScopeSettings {
     /// the first configured agent.
     pub default_agent: String,
 }
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aSettings {
+    /// The agent whose card `GET /.well-known/agent-card.json` serves; empty: the first
+    /// configured agent.
+    pub default_agent: String,
+}

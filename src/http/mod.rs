@@ -1,5 +1,6 @@
 //! The HTTP surface: every route is listed here; handlers live beside their face.
 
+mod a2a;
 mod aap;
 mod acp;
 mod admin;
@@ -11,6 +12,7 @@ mod cursor;
 mod docs;
 mod files;
 pub mod forwarded;
+mod frame_id;
 mod limits;
 mod login;
 mod observe;
@@ -213,6 +215,58 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         .get(acp::sessions::get_history_message),
                 )
                 .default_service(web::to(acp::not_found)),
+        )
+        // A2A (Agent2Agent, 1.0 and 0.3): JSON-RPC at the agent's URL, HTTP+JSON under it
+        .service(web::resource("/.well-known/agent-card.json").get(a2a::card::get_default_card))
+        .service(
+            web::scope("/a2a/{agent}")
+                .service(web::resource("").post(a2a::jsonrpc::json_rpc))
+                .service(web::resource("/").post(a2a::jsonrpc::json_rpc_slash))
+                .service(
+                    web::resource("/.well-known/agent-card.json").get(a2a::card::get_agent_card),
+                )
+                .service(web::resource("/message:send").post(a2a::rest::send_message))
+                .service(web::resource("/message:stream").post(a2a::rest::stream_message))
+                .service(web::resource("/tasks").get(a2a::rest::list_tasks))
+                .service(web::resource("/tasks/{id}:cancel").post(a2a::rest::cancel_task))
+                .service(
+                    web::resource("/tasks/{id}:subscribe")
+                        .post(a2a::rest::subscribe_task)
+                        .get(a2a::rest::subscribe_task_get),
+                )
+                .service(web::resource("/tasks/{id}").get(a2a::rest::get_task))
+                .service(
+                    web::resource("/tasks/{id}/pushNotificationConfigs")
+                        .post(a2a::rest::create_push_config)
+                        .get(a2a::rest::list_push_configs),
+                )
+                .service(
+                    web::resource("/tasks/{id}/pushNotificationConfigs/{config_id}")
+                        .get(a2a::rest::get_push_config)
+                        .delete(a2a::rest::delete_push_config),
+                )
+                .service(web::resource("/extendedAgentCard").get(a2a::rest::get_extended_card))
+                .service(web::resource("/v1/message:send").post(a2a::rest::send_message))
+                .service(web::resource("/v1/message:stream").post(a2a::rest::stream_message))
+                .service(web::resource("/v1/tasks").get(a2a::rest::list_tasks))
+                .service(web::resource("/v1/tasks/{id}:cancel").post(a2a::rest::cancel_task))
+                .service(
+                    web::resource("/v1/tasks/{id}:subscribe")
+                        .post(a2a::rest::subscribe_task)
+                        .get(a2a::rest::subscribe_task_get),
+                )
+                .service(web::resource("/v1/tasks/{id}").get(a2a::rest::get_task))
+                .service(
+                    web::resource("/v1/tasks/{id}/pushNotificationConfigs")
+                        .post(a2a::rest::create_push_config)
+                        .get(a2a::rest::list_push_configs),
+                )
+                .service(
+                    web::resource("/v1/tasks/{id}/pushNotificationConfigs/{config_id}")
+                        .get(a2a::rest::get_push_config)
+                        .delete(a2a::rest::delete_push_config),
+                )
+                .service(web::resource("/v1/card").get(a2a::rest::get_extended_card)),
         )
         .default_service(web::to(not_found));
 }

@@ -34,7 +34,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{Content, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{aap, acp, admin, agentscope, docs, files, login, ops, webhooks};
+use super::{a2a, aap, acp, admin, agentscope, docs, files, login, ops, webhooks};
 
 /// Untagged enums whose variants can describe the same value (a variant of optional
 /// fields, or of any JSON): `anyOf`, since the value is whichever fits first.
@@ -126,6 +126,22 @@ pub const METRICS: &str = "metrics";
         acp::events::run_events,
         acp::sessions::get_session,
         acp::sessions::get_history_message,
+        a2a::card::get_default_card,
+        a2a::card::get_agent_card,
+        a2a::jsonrpc::json_rpc,
+        a2a::jsonrpc::json_rpc_slash,
+        a2a::rest::send_message,
+        a2a::rest::stream_message,
+        a2a::rest::list_tasks,
+        a2a::rest::get_task,
+        a2a::rest::cancel_task,
+        a2a::rest::subscribe_task,
+        a2a::rest::subscribe_task_get,
+        a2a::rest::create_push_config,
+        a2a::rest::list_push_configs,
+        a2a::rest::get_push_config,
+        a2a::rest::delete_push_config,
+        a2a::rest::get_extended_card,
     ),
     components(schemas(schemas::ErrorBody, acp::wire::ErrorObject)),
     modifiers(&Conventions),
@@ -133,6 +149,7 @@ pub const METRICS: &str = "metrics";
         (name = "AAP", description = "Agent Application Protocol v3, with agentry's extensions (turn records, events, cancel, idempotency)"),
         (name = "AgentScope", description = "The AgentScope Runtime Agent API"),
         (name = "ACP", description = "The Agent Communication Protocol; errors are `{code, message, data}`"),
+        (name = "A2A", description = "The Agent2Agent protocol, 1.0 and 0.3: JSON-RPC at `/a2a/{agent}`, HTTP+JSON under it (0.3's under `/a2a/{agent}/v1`); REST errors are `google.rpc.Status` bodies"),
         (name = "admin", description = "Tenants, their credentials and API tokens, usage"),
         (name = "webhooks", description = "A tenant's webhook endpoints (Standard Webhooks signatures), their deliveries and replays"),
         (name = "authentication", description = "Tenant tokens from client credentials"),
@@ -156,6 +173,36 @@ pub fn json_response() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
         .body(document())
+}
+
+/// A2A 0.3's HTTP+JSON paths: 1.0's under `/v1` (the extended card at `/v1/card`), served
+/// by the same handlers, which answer them in 0.3's shapes.
+fn a2a_v03_paths(openapi: &mut utoipa::openapi::OpenApi) {
+    const PREFIX: &str = "/a2a/{agent}/";
+    let copies: Vec<(String, utoipa::openapi::PathItem)> = openapi
+        .paths
+        .paths
+        .iter()
+        .filter_map(|(path, item)| {
+            let rest = path.strip_prefix(PREFIX)?;
+            if rest.is_empty() || rest.starts_with(".well-known") {
+                return None;
+            }
+            let rest = if rest == "extendedAgentCard" { "card" } else { rest };
+            let mut item = item.clone();
+            for operation in operations(&mut item) {
+                if let Some(id) = &mut operation.operation_id {
+                    id.push_str("_v0_3");
+                }
+                operation.summary = Some(format!(
+                    "{} (A2A 0.3)",
+                    operation.summary.clone().unwrap_or_default()
+                ));
+            }
+            Some((format!("{PREFIX}v1/{rest}"), item))
+        })
+        .collect();
+    openapi.paths.paths.extend(copies);
 }
 
 /// Security schemes, and the responses every route of a kind shares.
@@ -209,9 +256,12 @@ impl Modify for Conventions {
                     .insert((*name).to_owned(), RefOr::T(Schema::AnyOf(any_of)));
             }
         }
+        a2a_v03_paths(openapi);
         for (path, item) in openapi.paths.paths.iter_mut() {
             let error = if path.starts_with("/acp/") {
                 schema_ref::<acp::wire::ErrorObject>()
+            } else if path.starts_with("/a2a/") || path.starts_with("/.well-known/") {
+                schema_ref::<schemas::A2aStatus>()
             } else {
                 schema_ref::<schemas::ErrorBody>()
             };

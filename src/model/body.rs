@@ -40,6 +40,41 @@ pub struct Part {
 }
 
 impl Part {
+    /// The history block the part becomes: unnamed plain text is a text block and an
+    /// unnamed https or base64 image an image block (what models read); everything else
+    /// stays a part.
+    pub fn into_block(self) -> super::ContentBlock {
+        use super::ContentBlock;
+        let media = super::media_type(&self.content_type);
+        if self.name.is_none() && self.metadata.is_none() {
+            if media == "text/plain"
+                && self.content_encoding.is_plain()
+                && let Some(text) = &self.content
+            {
+                return ContentBlock::Text { text: text.clone() };
+            }
+            if media.starts_with("image/") && media != "image/*" {
+                if let Some(url) = self
+                    .content_url
+                    .as_deref()
+                    .filter(|u| u.starts_with("https://"))
+                {
+                    return ContentBlock::Image {
+                        url: url.to_owned(),
+                    };
+                }
+                if self.content_encoding == ContentEncoding::Base64
+                    && let Some(data) = &self.content
+                {
+                    return ContentBlock::Image {
+                        url: format!("data:{media};base64,{data}"),
+                    };
+                }
+            }
+        }
+        ContentBlock::Part(self)
+    }
+
     pub fn text(content_type: impl Into<String>, content: impl Into<String>) -> Self {
         Self {
             name: None,

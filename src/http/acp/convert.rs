@@ -8,7 +8,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::error::AcpError;
-use crate::model::{Content, ContentBlock, ContentEncoding, Part};
+use crate::model::{Content, ContentEncoding, Part};
 
 /// Where each block of a converted body came from: `input[i].parts[j]` and its name.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +62,7 @@ pub fn parse_input(value: Option<&Value>) -> Result<(Content, Origins), AcpError
                 Some(name) => format!("{at} (`{name}`)"),
                 None => at.clone(),
             };
-            blocks.push(block_of(part));
+            blocks.push(part.into_block());
             origins.0.push(origin);
         }
     }
@@ -177,39 +177,6 @@ pub fn parse_part(value: &Value, at: &str) -> Result<Part, AcpError> {
         content_url: content_url.map(str::to_owned),
         metadata,
     })
-}
-
-/// Unnamed plain text is a text block and an unnamed https or base64 image an image
-/// block (what models read); everything else stays a part.
-fn block_of(part: Part) -> ContentBlock {
-    let media = crate::model::media_type(&part.content_type);
-    if part.name.is_none() && part.metadata.is_none() {
-        if media == "text/plain"
-            && part.content_encoding.is_plain()
-            && let Some(text) = &part.content
-        {
-            return ContentBlock::Text { text: text.clone() };
-        }
-        if media.starts_with("image/") && media != "image/*" {
-            if let Some(url) = part
-                .content_url
-                .as_deref()
-                .filter(|u| u.starts_with("https://"))
-            {
-                return ContentBlock::Image {
-                    url: url.to_owned(),
-                };
-            }
-            if part.content_encoding == ContentEncoding::Base64
-                && let Some(data) = &part.content
-            {
-                return ContentBlock::Image {
-                    url: format!("data:{media};base64,{data}"),
-                };
-            }
-        }
-    }
-    ContentBlock::Part(part)
 }
 
 #[cfg(test)]

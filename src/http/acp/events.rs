@@ -3,7 +3,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::error::AcpError;
-use super::frame_id::FrameId;
+use crate::http::frame_id::FrameId;
 use super::replay::{Cursor, identity, load_run, replay, sse_response, stream};
 use super::wire::{ErrorObject as AcpErrorBody, EventList};
 use crate::app::AppState;

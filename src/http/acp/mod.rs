@@ -7,7 +7,6 @@ pub mod cancel;
 mod convert;
 mod error;
 pub mod events;
-mod frame_id;
 mod history;
 mod render;
 mod replay;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::frame_id::FrameId;
+use crate::http::frame_id::FrameId;
 use super::wire::{
     AwaitRequest, ErrorObject, EventObject, MessageObject, PartMetadata, PartObject, RunObject,
     RunStatus, Trajectory, timestamp,

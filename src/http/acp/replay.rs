@@ -8,7 +8,7 @@ use futures_util::stream::LocalBoxStream;
 use futures_util::{Stream, StreamExt};
 
 use super::error::{AcpError, OrAcpNotFound};
-use super::frame_id::FrameId;
+use crate::http::frame_id::FrameId;
 use super::render::{RunIdentity, RunRenderer};
 use super::sessions::session_uuid;
 use super::wire::EventObject;

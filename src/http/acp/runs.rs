@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::convert::{Origins, parse_input};
 use super::error::AcpError;
-use super::frame_id::FrameId;
+use crate::http::frame_id::FrameId;
 use super::replay::{
     Cursor, identity, load_run, replay, run_uuid, set_run_id, sse_response, stream,
 };

@@ -687,3 +687,56 @@ pub struct WebhookDeliveryList {
     #[schema(required = false, nullable = false)]
     pub next: Option<String>,
 }
+
+// ---- A2A ----
+
+/// An A2A object in ProtoJSON (a card, a JSON-RPC request or response, a task, a page of
+/// tasks, a push config): its shape is the A2A specification's, by version.
+pub struct A2aObject;
+
+impl PartialSchema for A2aObject {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some("An A2A object, as the A2A specification (1.0 or 0.3) defines it"))
+            .build()
+            .into()
+    }
+}
+
+impl ToSchema for A2aObject {}
+
+/// A2A's REST error body: a `google.rpc.Status`.
+#[derive(Serialize, ToSchema)]
+pub struct A2aStatus {
+    pub error: A2aStatusDetail,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct A2aStatusDetail {
+    /// The HTTP status.
+    pub code: u16,
+    /// The gRPC status name (`NOT_FOUND`, `FAILED_PRECONDITION`, …).
+    pub status: String,
+    pub message: String,
+    /// `google.rpc.ErrorInfo` (with A2A's `reason`) and `google.rpc.BadRequest` details.
+    #[schema(required = false)]
+    pub details: Vec<serde_json::Value>,
+}
+
+/// The events of an A2A stream: `data` is a `StreamResponse` (1.0), the bare event (0.3)
+/// or, over JSON-RPC, a JSON-RPC response holding one; `id` the frame id (`3`, `3.1`) to
+/// resume after with `Last-Event-ID`.
+pub struct A2aStream;
+
+impl PartialSchema for A2aStream {
+    fn schema() -> RefOr<Schema> {
+        sse_event(None, "^[0-9]+(\\.[0-9]+)?$", "A2aObject").into()
+    }
+}
+
+impl ToSchema for A2aStream {
+    fn schemas(schemas: &mut Schemas) {
+        register::<A2aObject>(schemas);
+    }
+}

@@ -1,4 +1,4 @@
-//! SSE frame ids: one stored event can render to several ACP events, so each frame is
+//! SSE frame ids: one stored event can render to several events of a face, so each frame is
 //! named by its event's seq and its place among that event's frames: `<seq>` for the
 //! first, `<seq>.<k>` for the k-th further one. Ids are unique and ordered, so a client
 //! resumes after any frame it received (`?after=`, `Last-Event-ID`).

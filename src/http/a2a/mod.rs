@@ -1,0 +1,20 @@
+//! The A2A face (Agent2Agent protocol, v1.0 and 0.3): every configured agent is an A2A
+//! agent with a card, served over JSON-RPC 2.0 (`POST /a2a/{agent}`) and HTTP+JSON
+//! (`/a2a/{agent}/…`, 0.3's under `/a2a/{agent}/v1/…`). Tasks are engine runs and contexts
+//! sessions, so a context continues over the other faces and the other way round; a task's
+//! events are rendered from the durable log, live or replayed after `Last-Event-ID`.
+
+pub mod card;
+mod error;
+pub mod jsonrpc;
+mod list;
+mod ops;
+mod params;
+mod parse;
+mod push;
+mod render;
+pub mod rest;
+mod sse;
+mod tasks;
+mod version;
+mod wire;

@@ -1,0 +1,344 @@
+//! A2A's task operations over the engine, whatever the binding: send (blocking, returning
+//! at once, or streaming), get, list, cancel and subscribe. Each takes the operation's
+//! parameters as ProtoJSON names and answers JSON in the caller's version, or a stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::web;
+use futures_util::StreamExt;
+use futures_util::stream::LocalBoxStream;
+use serde_json::{Value, json};
+
+use super::error::{A2aError, Kind};
+use super::params::{self, Params};
+use super::parse::{self, InMessage};
+use super::tasks::{self, context_id, load_task};
+use super::version::Version;
+use super::wire::{Shown, StreamEvent, Task};
+use crate::agents::{Agent, SessionConfigRequest};
+use crate::app::AppState;
+use crate::engine::{EngineError, Follow, InputMessage, SessionRef, TurnRequest};
+use crate::http::frame_id::FrameId;
+use crate::model::{Run, RunStatus, Session, StreamMode, TenantId};
+use crate::store::Deltas;
+
+/// Who calls, on which agent, in which version.
+pub struct Call {
+    pub state: web::Data<AppState>,
+    pub tenant: TenantId,
+    pub agent: Arc<Agent>,
+    pub version: Version,
+}
+
+/// A stream's frames: an id (when the frame has one) and the event in the caller's version.
+pub type Frames = LocalBoxStream<'static, (Option<FrameId>, Value)>;
+
+pub enum Reply {
+    Json(Value),
+    Stream(Frames),
+}
+
+/// How long a cancel waits for the task's turn to stop before it answers.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+impl Call {
+    fn task_json(&self, task: &Task, shown: Shown) -> Value {
+        task.to_json(self.version, shown)
+    }
+
+    /// SendMessage / SendStreamingMessage.
+    pub async fn send_message(&self, params: &Params, streaming: bool) -> Result<Reply, A2aError> {
+        params::check_tenant(params, &self.tenant)?;
+        let message = parse::parse_message(params.get("message"), self.version, "message")?;
+        let configuration = match params.get("configuration") {
+            None | Some(Value::Null) => Params::new(),
+            Some(Value::Object(c)) => c.clone(),
+            Some(_) => return Err(A2aError::invalid("configuration", "must be an object")),
+        };
+        let history_length = params::history_length(&configuration)?;
+        let return_immediately = match self.version {
+            Version::V1 => params::boolean(&configuration, "returnImmediately")?.unwrap_or(false),
+            Version::V03 => !params::boolean(&configuration, "blocking")?.unwrap_or(true),
+        };
+        self.check_output_modes(&configuration)?;
+        let (run, session) = match &message.task_id {
+            Some(id) => self.continue_task(id, &message).await?,
+            None => self.start_task(message).await?,
+        };
+        if streaming {
+            return Ok(Reply::Stream(self.stream_task(&run, &session, None, true).await?));
+        }
+        if !return_immediately {
+            // Until the turn stops: terminal, or waiting for the client.
+            let turn = *run.last_turn();
+            self.state
+                .engine
+                .follow(Follow {
+                    tenant: self.tenant,
+                    session: run.session_id,
+                    turn: Some(turn),
+                    after: -1,
+                    deltas: Deltas::Merged,
+                })
+                .for_each(|_| async {})
+                .await;
+        }
+        let run = self.state.engine.get_run(&self.tenant, &run.id).await?;
+        let task = tasks::snapshot(&self.state, &run, &session).await?;
+        let shown = Shown {
+            history_length,
+            artifacts: true,
+        };
+        Ok(Reply::Json(match self.version {
+            Version::V1 => json!({ "task": self.task_json(&task, shown) }),
+            Version::V03 => self.task_json(&task, shown),
+        }))
+    }
+
+    /// A client that names the media types it accepts must accept one the agent writes.
+    fn check_output_modes(&self, configuration: &Params) -> Result<(), A2aError> {
+        let accepted: Vec<&str> = match configuration.get("acceptedOutputModes") {
+            Some(Value::Array(modes)) => modes.iter().filter_map(Value::as_str).collect(),
+            _ => return Ok(()),
+        };
+        if accepted.is_empty() {
+            return Ok(());
+        }
+        let produced = super::card::output_modes(&self.agent);
+        let fits = |accepted: &str, produced: &str| {
+            let glob = crate::model::PartGlob::new(accepted);
+            glob.is_ok_and(|g| g.is_match(produced)) || accepted == "*/*"
+        };
+        if produced.iter().any(|p| accepted.iter().any(|a| fits(a, p))) {
+            return Ok(());
+        }
+        Err(A2aError::Protocol {
+            kind: Kind::ContentTypeNotSupported,
+            message: format!(
+                "configuration.acceptedOutputModes: the agent writes {}",
+                produced.join(", ")
+            ),
+            field: Some("configuration.acceptedOutputModes".into()),
+        })
+    }
+
+    /// A new task: a new run in the message's context (a new session when it names none).
+    async fn start_task(&self, message: InMessage) -> Result<(Run, Session), A2aError> {
+        let engine = &self.state.engine;
+        let session = match &message.context_id {
+            Some(key) => {
+                let missing = || A2aError::new(Kind::TaskNotFound, format!("context {key} not found"));
+                let reference = SessionRef::parse(key).ok_or_else(missing)?;
+                match engine
+                    .session_for_key(&self.tenant, &reference, self.agent.name(), Vec::new())
+                    .await
+                {
+                    Ok((session, _)) => session,
+                    Err(EngineError::NotFound(_)) => return Err(missing()),
+                    Err(EngineError::Invalid(field)) => {
+                        return Err(A2aError::invalid("message.contextId", field.message));
+                    }
+                    Err(other) => return Err(other.into()),
+                }
+            }
+            None => {
+                engine
+                    .create_session(&self.tenant, self.agent.name(), SessionConfigRequest::default(), Vec::new())
+                    .await?
+            }
+        };
+        if session.agent != self.agent.name() {
+            return Err(A2aError::invalid(
+                "message.contextId",
+                format!("the context belongs to agent `{}`; send it there", session.agent),
+            ));
+        }
+        parse::check_schema(&self.agent, &message.parts)?;
+        let content = parse::user_content(message.parts.clone());
+        let request = self.turn_request(vec![InputMessage::User { content }]);
+        let (run, _) = engine
+            .start_run(&self.tenant, &session.id, request)
+            .await
+            .map_err(|e| input_error(e, &message))?;
+        Ok((run, session))
+    }
+
+    /// A message to an existing task: the answers an input-required task waits for.
+    async fn continue_task(&self, id: &str, message: &InMessage) -> Result<(Run, Session), A2aError> {
+        let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
+        if let Some(context) = &message.context_id
+            && *context != context_id(&session)
+            && *context != session.id.to_string()
+        {
+            return Err(A2aError::invalid(
+                "message.contextId",
+                format!("task {id} belongs to another context"),
+            ));
+        }
+        match run.status {
+            RunStatus::Awaiting => {}
+            status if status.is_terminal() => {
+                return Err(A2aError::unsupported(format!(
+                    "task {id} has ended ({status}); a follow-up is a new message in its context"
+                )));
+            }
+            _ => {
+                return Err(A2aError::unsupported(format!(
+                    "task {id} is working; send to it when it asks for input"
+                )));
+            }
+        }
+        let pending = self
+            .state
+            .engine
+            .pending_tool_calls(&self.tenant, &session.id)
+            .await?;
+        let answers = parse::parse_answers(&message.parts, &pending, |n| self.agent.has_server_tool(n))?;
+        let (run, _) = self
+            .state
+            .engine
+            .resume_run(&self.tenant, &run.id, self.turn_request(answers))
+            .await
+            .map_err(|e| match e {
+                EngineError::Invalid(field) => A2aError::invalid("message.parts", field.message),
+                EngineError::RunNotAwaiting(status) => A2aError::unsupported(format!(
+                    "task {id} does not wait for input (its run is {status})"
+                )),
+                other => other.into(),
+            })?;
+        Ok((run, session))
+    }
+
+    fn turn_request(&self, messages: Vec<InputMessage>) -> TurnRequest {
+        TurnRequest {
+            agent_name: None,
+            agent: SessionConfigRequest::default(),
+            messages,
+            stream: StreamMode::Delta,
+            idempotency_key: None,
+            fingerprint: String::new(),
+        }
+    }
+
+    /// The task as a stream: its snapshot first (with the id of the last frame it holds),
+    /// then its events after that (or after `after`, with no snapshot), until its last
+    /// turn stops. `this_turn`: only the last turn's events follow the snapshot (a send's).
+    async fn stream_task(
+        &self,
+        run: &Run,
+        session: &Session,
+        after: Option<FrameId>,
+        this_turn: bool,
+    ) -> Result<Frames, A2aError> {
+        let version = self.version;
+        let identity = tasks::identity(&self.state, run, session);
+        let mut first = None;
+        let cursor = match after {
+            Some(after) => after,
+            None => {
+                let (renderer, _) = tasks::replay(&self.state, run, session).await?;
+                let mut task = renderer.task();
+                task.history = tasks::history(&self.state, run, session).await?;
+                let cursor = renderer.last_frame();
+                let id = (cursor != FrameId::START).then_some(cursor);
+                first = Some((id, StreamEvent::Task(Box::new(task)).to_json(version)));
+                cursor
+            }
+        };
+        let followed = if this_turn {
+            let mut last = run.clone();
+            last.turns = vec![*run.last_turn()];
+            last
+        } else {
+            run.clone()
+        };
+        let events = tasks::follow(&self.state, &followed, identity, cursor)
+            .map(move |(id, event)| (Some(id), event.to_json(version)));
+        Ok(futures_util::stream::iter(first).chain(events).boxed_local())
+    }
+
+    /// GetTask.
+    pub async fn get_task(&self, params: &Params) -> Result<Value, A2aError> {
+        params::check_tenant(params, &self.tenant)?;
+        let id = params::required(params, "id")?;
+        let history_length = params::history_length(params)?;
+        let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
+        let task = tasks::snapshot(&self.state, &run, &session).await?;
+        Ok(self.task_json(&task, Shown { history_length, artifacts: true }))
+    }
+
+    /// CancelTask: the task once its turn stopped (or as it stands after a short wait).
+    pub async fn cancel_task(&self, params: &Params) -> Result<Value, A2aError> {
+        params::check_tenant(params, &self.tenant)?;
+        let id = params::required(params, "id")?;
+        let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
+        let run = self
+            .state
+            .engine
+            .cancel_run(&self.tenant, &run.id)
+            .await
+            .map_err(|e| match e {
+                EngineError::RunEnded(status) => A2aError::new(
+                    Kind::TaskNotCancelable,
+                    format!("task {id} has ended ({status}) and cannot be canceled"),
+                ),
+                other => other.into(),
+            })?;
+        let stopped = self
+            .state
+            .engine
+            .follow(Follow {
+                tenant: self.tenant,
+                session: run.session_id,
+                turn: Some(*run.last_turn()),
+                after: -1,
+                deltas: Deltas::Merged,
+            })
+            .for_each(|_| async {});
+        let _ = tokio::time::timeout(CANCEL_WAIT, stopped).await;
+        let run = self.state.engine.get_run(&self.tenant, &run.id).await?;
+        let task = tasks::snapshot(&self.state, &run, &session).await?;
+        Ok(self.task_json(&task, Shown::ALL))
+    }
+
+    /// SubscribeToTask: the snapshot then live events; with `Last-Event-ID`, exactly the
+    /// frames after it (replayed, then live), also of a task that has ended.
+    pub async fn subscribe(&self, params: &Params, after: Option<FrameId>) -> Result<Frames, A2aError> {
+        params::check_tenant(params, &self.tenant)?;
+        let id = params::required(params, "id")?;
+        let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
+        if after.is_none() && run.status.is_terminal() {
+            return Err(A2aError::unsupported(format!(
+                "task {id} has ended ({}); GetTask reads it, or subscribe with Last-Event-ID to \
+                 replay what you missed",
+                run.status
+            )));
+        }
+        self.stream_task(&run, &session, after, false).await
+    }
+
+    /// ListTasks: the agent's tasks of this tenant, newest status change first.
+    pub async fn list_tasks(&self, params: &Params) -> Result<Value, A2aError> {
+        super::list::list_tasks(self, params).await
+    }
+}
+
+/// Engine refusals of a message, naming the part at fault (`messages[0].content[3]` is
+/// `message.parts[3]`).
+fn input_error(error: EngineError, message: &InMessage) -> A2aError {
+    match error {
+        EngineError::Invalid(field) => {
+            let index = field
+                .field
+                .split_once(".content[")
+                .and_then(|(_, rest)| rest.split(']').next())
+                .and_then(|n| n.parse::<usize>().ok());
+            let at = index
+                .and_then(|i| message.parts.get(i))
+                .map_or("message".to_owned(), |(at, _)| at.clone());
+            A2aError::invalid(at, field.message)
+        }
+        other => other.into(),
+    }
+}

@@ -1,0 +1,327 @@
+//! A2A messages into the engine's vocabulary: a user message's parts become message-body
+//! parts (a part's `filename` is its name, rooted like `/report.pdf`), checked against the
+//! agent's input schema with the offending part named; a message answering an
+//! input-required task becomes answers to its pending calls.
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use super::error::{A2aError, Kind};
+use super::version::Version;
+use crate::agents::Agent;
+use crate::engine::{InputMessage, PendingCall};
+use crate::model::{Content, ContentEncoding, Part};
+
+/// A message a client sent.
+#[derive(Debug, Clone)]
+pub struct InMessage {
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    /// Its parts, as body parts, and where each came from (`message.parts[i]`).
+    pub parts: Vec<(String, Part)>,
+}
+
+fn optional_string(object: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, A2aError> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(A2aError::invalid(format!("{at}.{key}"), "must be a string")),
+    }
+}
+
+/// `params.message` (`at` names it in errors).
+pub fn parse_message(value: Option<&Value>, version: Version, at: &str) -> Result<InMessage, A2aError> {
+    let object = match value {
+        Some(Value::Object(object)) => object,
+        None | Some(Value::Null) => return Err(A2aError::invalid(at, "is required")),
+        Some(_) => return Err(A2aError::invalid(at, "must be a message object")),
+    };
+    optional_string(object, "messageId", at)?
+        .ok_or_else(|| A2aError::invalid(format!("{at}.messageId"), "is required"))?;
+    let role = optional_string(object, "role", at)?;
+    let user = match version {
+        Version::V1 => "ROLE_USER",
+        Version::V03 => "user",
+    };
+    match role.as_deref() {
+        Some(r) if r == user || r == "ROLE_USER" || r == "user" => {}
+        Some(other) => {
+            return Err(A2aError::invalid(
+                format!("{at}.role"),
+                format!("`{other}`: a client sends {user} messages; the agent writes its own"),
+            ));
+        }
+        None => return Err(A2aError::invalid(format!("{at}.role"), "is required")),
+    }
+    let parts = match object.get("parts") {
+        Some(Value::Array(parts)) if !parts.is_empty() => parts,
+        Some(Value::Array(_)) => {
+            return Err(A2aError::invalid(format!("{at}.parts"), "must not be empty"));
+        }
+        _ => return Err(A2aError::invalid(format!("{at}.parts"), "is required: a list of parts")),
+    };
+    let parts = parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let at = format!("{at}.parts[{i}]");
+            parse_part(part, version, &at).map(|p| (at, p))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(InMessage {
+        context_id: optional_string(object, "contextId", at)?,
+        task_id: optional_string(object, "taskId", at)?,
+        parts,
+    })
+}
+
+/// One part of either version: 1.0's `text` | `raw` | `url` | `data` field, or 0.3's
+/// `kind` with `text`, `file` (`bytes` or `uri`) or `data`.
+pub fn parse_part(value: &Value, version: Version, at: &str) -> Result<Part, A2aError> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| A2aError::invalid(at, "must be a part object"))?;
+    let kinds: Vec<&str> = ["text", "raw", "url", "data", "file"]
+        .into_iter()
+        .filter(|k| object.get(*k).is_some_and(|v| !v.is_null()))
+        .collect();
+    let [kind] = kinds.as_slice() else {
+        let expected = match version {
+            Version::V1 => "exactly one of text, raw, url or data",
+            Version::V03 => "exactly one of text, file or data (with its kind)",
+        };
+        return Err(A2aError::invalid(at, format!("must hold {expected}")));
+    };
+    let (file, media, filename) = match object.get("file") {
+        Some(Value::Object(file)) => (
+            Some(file),
+            optional_string(file, "mimeType", &format!("{at}.file"))?,
+            optional_string(file, "name", &format!("{at}.file"))?,
+        ),
+        Some(Value::Null) | None => (
+            None,
+            optional_string(object, "mediaType", at)?,
+            optional_string(object, "filename", at)?,
+        ),
+        Some(_) => return Err(A2aError::invalid(format!("{at}.file"), "must be an object")),
+    };
+    let mut part = Part::text(media.clone().unwrap_or_else(|| "text/plain".into()), "");
+    part.content = None;
+    match *kind {
+        "text" => {
+            let text = object["text"]
+                .as_str()
+                .ok_or_else(|| A2aError::invalid(format!("{at}.text"), "must be a string"))?;
+            part.content = Some(text.to_owned());
+        }
+        "data" => {
+            part.content_type = media.unwrap_or_else(|| "application/json".into());
+            part.content = Some(object["data"].to_string());
+        }
+        "raw" => {
+            part.content_type = media.unwrap_or_else(|| "application/octet-stream".into());
+            part.content = Some(base64_field(&object["raw"], &format!("{at}.raw"))?);
+            part.content_encoding = ContentEncoding::Base64;
+        }
+        "url" => {
+            part.content_type = media.unwrap_or_else(|| "application/octet-stream".into());
+            part.content_url = Some(url_field(&object["url"], &format!("{at}.url"))?);
+        }
+        _ => {
+            let file = file.expect("a file part");
+            part.content_type = media.unwrap_or_else(|| "application/octet-stream".into());
+            match (file.get("bytes"), file.get("uri")) {
+                (Some(bytes), None) => {
+                    part.content = Some(base64_field(bytes, &format!("{at}.file.bytes"))?);
+                    part.content_encoding = ContentEncoding::Base64;
+                }
+                (None, Some(uri)) => {
+                    part.content_url = Some(url_field(uri, &format!("{at}.file.uri"))?);
+                }
+                _ => {
+                    return Err(A2aError::invalid(
+                        format!("{at}.file"),
+                        "must hold exactly one of bytes or uri",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(name) = filename {
+        let rooted = if name.starts_with('/') { name.clone() } else { format!("/{name}") };
+        crate::model::check_part_name(&rooted).map_err(|why| {
+            A2aError::invalid(format!("{at}.filename"), format!("`{name}`: {why}"))
+        })?;
+        part.name = Some(rooted);
+    }
+    part.metadata = object.get("metadata").filter(|m| !m.is_null()).cloned();
+    Ok(part)
+}
+
+fn base64_field(value: &Value, at: &str) -> Result<String, A2aError> {
+    let text = value
+        .as_str()
+        .ok_or_else(|| A2aError::invalid(at, "must be a base64 string"))?;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|_| A2aError::invalid(at, "is not valid base64"))?;
+    Ok(text.to_owned())
+}
+
+fn url_field(value: &Value, at: &str) -> Result<String, A2aError> {
+    match value.as_str() {
+        Some(url) if url.starts_with("https://") || url.starts_with("http://") => Ok(url.to_owned()),
+        _ => Err(A2aError::invalid(at, "must be an http(s) URL")),
+    }
+}
+
+/// The message's parts checked against the agent's input schema: a part whose content
+/// type no schema part takes is ContentTypeNotSupported, any other misfit invalid params;
+/// both name the part.
+pub fn check_schema(agent: &Agent, parts: &[(String, Part)]) -> Result<(), A2aError> {
+    let body: Vec<Part> = parts.iter().map(|(_, p)| p.clone()).collect();
+    let Err(violation) = agent.input_schema().check(&body) else {
+        return Ok(());
+    };
+    let Some(index) = violation.part else {
+        return Err(A2aError::invalid("message.parts", violation.message));
+    };
+    let (at, part) = &parts[index];
+    let media = crate::model::media_type(&part.content_type);
+    let schema = agent.input_schema();
+    if !schema.parts.iter().any(|s| s.content_type.is_match(media)) {
+        return Err(A2aError::Protocol {
+            kind: Kind::ContentTypeNotSupported,
+            message: format!("{at}: {}", violation.message),
+            field: Some(at.clone()),
+        });
+    }
+    Err(A2aError::invalid(at.clone(), violation.message))
+}
+
+/// The user message's content.
+pub fn user_content(parts: Vec<(String, Part)>) -> Content {
+    Content::Blocks(parts.into_iter().map(|(_, p)| p.into_block()).collect())
+}
+
+/// A message answering an input-required task: data parts `{"toolResult": {"toolCallId",
+/// "content"}}` and `{"toolPermission": {"toolCallId", "granted", "reason"?}}`; or, when
+/// one client call waits, any text, which is its result.
+pub fn parse_answers(
+    parts: &[(String, Part)],
+    pending: &[PendingCall],
+    is_server_tool: impl Fn(&str) -> bool,
+) -> Result<Vec<InputMessage>, A2aError> {
+    let mut answers = Vec::new();
+    let mut texts = Vec::new();
+    for (at, part) in parts {
+        let data = (crate::model::media_type(&part.content_type) == "application/json")
+            .then(|| part.content.as_deref().and_then(|c| serde_json::from_str::<Value>(c).ok()))
+            .flatten();
+        if let Some(result) = data.as_ref().and_then(|d| d.get("toolResult")) {
+            let id = call_id(result, at)?;
+            let content = match result.get("content") {
+                Some(Value::String(text)) => Content::Text(text.clone()),
+                Some(other) => Content::Text(other.to_string()),
+                None => return Err(A2aError::invalid(format!("{at}.data.toolResult.content"), "is required")),
+            };
+            answers.push(InputMessage::ToolResult { tool_call_id: id, content });
+        } else if let Some(permission) = data.as_ref().and_then(|d| d.get("toolPermission")) {
+            let id = call_id(permission, at)?;
+            let granted = permission.get("granted").and_then(Value::as_bool).ok_or_else(|| {
+                A2aError::invalid(format!("{at}.data.toolPermission.granted"), "must be true or false")
+            })?;
+            let reason = permission.get("reason").and_then(Value::as_str).map(str::to_owned);
+            answers.push(InputMessage::ToolPermission { tool_call_id: id, granted, reason });
+        } else if let Some(text) = part.content.as_deref().filter(|_| part.content_encoding.is_plain()) {
+            texts.push(text.to_owned());
+        }
+    }
+    if !answers.is_empty() {
+        return Ok(answers);
+    }
+    match pending {
+        [call] if !is_server_tool(&call.name) && !texts.is_empty() => Ok(vec![InputMessage::ToolResult {
+            tool_call_id: call.id.clone(),
+            content: Content::Text(texts.concat()),
+        }]),
+        _ => Err(A2aError::invalid(
+            "message.parts",
+            "answer each pending call with a data part {\"toolResult\": {\"toolCallId\", \"content\"}} \
+             or {\"toolPermission\": {\"toolCallId\", \"granted\"}}",
+        )),
+    }
+}
+
+fn call_id(answer: &Value, at: &str) -> Result<String, A2aError> {
+    answer
+        .get("toolCallId")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| A2aError::invalid(format!("{at}.data"), "toolCallId is required"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parts_of_both_versions_become_body_parts() {
+        let message = json!({"messageId": "m", "role": "ROLE_USER", "parts": [
+            {"text": "hi"},
+            {"raw": "aGk=", "mediaType": "text/plain", "filename": "a.txt"},
+            {"data": {"k": 1}},
+        ]});
+        let parsed = parse_message(Some(&message), Version::V1, "message").unwrap();
+        let parts: Vec<&Part> = parsed.parts.iter().map(|(_, p)| p).collect();
+        assert_eq!(parts[0].content.as_deref(), Some("hi"));
+        assert_eq!(parts[1].name.as_deref(), Some("/a.txt"));
+        assert_eq!(parts[1].content_encoding, ContentEncoding::Base64);
+        assert_eq!(parts[2].content_type, "application/json");
+        assert_eq!(parts[2].content.as_deref(), Some(r#"{"k":1}"#));
+
+        let old = json!({"messageId": "m", "role": "user", "kind": "message", "parts": [
+            {"kind": "file", "file": {"uri": "https://e.com/x.pdf", "mimeType": "application/pdf"}}
+        ]});
+        let parsed = parse_message(Some(&old), Version::V03, "params.message").unwrap();
+        assert_eq!(parsed.parts[0].1.content_url.as_deref(), Some("https://e.com/x.pdf"));
+
+        let two = json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a", "data": {}}]});
+        let error = parse_message(Some(&two), Version::V1, "message").unwrap_err();
+        assert!(matches!(error, A2aError::Protocol { field: Some(ref f), .. } if f == "message.parts[0]"));
+        let agent = json!({"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "a"}]});
+        assert!(parse_message(Some(&agent), Version::V1, "message").is_err());
+        let bad = json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"raw": "%%"}]});
+        assert!(parse_message(Some(&bad), Version::V1, "message").is_err());
+    }
+
+    #[test]
+    fn answers_name_their_calls_or_one_text_answers_the_one_call() {
+        let call = |id: &str, name: &str| PendingCall {
+            id: id.into(),
+            name: name.into(),
+            input: Map::new(),
+        };
+        let part = |value: Value| ("message.parts[0]".to_owned(), Part::text("application/json", value.to_string()));
+        let answers = parse_answers(
+            &[part(json!({"toolPermission": {"toolCallId": "c2", "granted": false, "reason": "no"}}))],
+            &[call("c2", "clock")],
+            |n| n == "clock",
+        )
+        .unwrap();
+        assert_eq!(
+            answers,
+            [InputMessage::ToolPermission { tool_call_id: "c2".into(), granted: false, reason: Some("no".into()) }]
+        );
+        let text = ("message.parts[0]".to_owned(), Part::text("text/plain", "sunny"));
+        let answers = parse_answers(&[text.clone()], &[call("c1", "weather")], |_| false).unwrap();
+        assert_eq!(
+            answers,
+            [InputMessage::ToolResult { tool_call_id: "c1".into(), content: Content::Text("sunny".into()) }]
+        );
+        assert!(parse_answers(&[text], &[call("a", "x"), call("b", "y")], |_| false).is_err());
+    }
+}

@@ -1,0 +1,248 @@
+//! Tasks are engine runs, contexts sessions: finding them for a caller, and rendering a
+//! task from its log (its state now, or its events as a stream, replayed then live).
+
+use std::sync::Arc;
+
+use futures_util::stream::LocalBoxStream;
+use futures_util::{Stream, StreamExt};
+
+use super::error::A2aError;
+use super::render::{TaskIdentity, TaskRenderer};
+use super::wire::{Body, MessageOut, PartOut, Role, StreamEvent, Task};
+use crate::agents::Agent;
+use crate::app::AppState;
+use crate::engine::{EngineError, Follow};
+use crate::http::frame_id::FrameId;
+use crate::model::{
+    Content, ContentBlock, ContentEncoding, Event, HistoryMessage, Run, RunId, Session, TenantId,
+};
+use crate::store::{Deltas, StoreError};
+
+/// A context's id: the client's own id for the session when it named it, else the
+/// session's id.
+pub fn context_id(session: &Session) -> String {
+    session
+        .alias
+        .clone()
+        .unwrap_or_else(|| session.id.to_string())
+}
+
+/// The task a client names, with its session, if it is the tenant's and this agent's.
+pub async fn load_task(
+    state: &AppState,
+    tenant: &TenantId,
+    agent: &Agent,
+    id: &str,
+) -> Result<(Run, Session), A2aError> {
+    let missing = || A2aError::task_not_found(id);
+    let run_id: RunId = id.parse().map_err(|_| missing())?;
+    let run = match state.engine.get_run(tenant, &run_id).await {
+        Err(EngineError::NotFound(_)) => return Err(missing()),
+        other => other?,
+    };
+    let session = match state.store.get_session(tenant, &run.session_id).await {
+        Err(StoreError::NotFound) => return Err(missing()),
+        other => other?,
+    };
+    if session.agent != agent.name() {
+        return Err(missing());
+    }
+    Ok((run, session))
+}
+
+pub fn identity(state: &AppState, run: &Run, session: &Session) -> TaskIdentity {
+    TaskIdentity {
+        task_id: run.id.to_string(),
+        context_id: context_id(session),
+        cancel_turn: run.cancel_turn,
+        created_at: run.created_at,
+        agent: state.agents.get(&session.agent).cloned(),
+    }
+}
+
+/// Every stored event of the run's turns, rendered: the renderer holds the task as it
+/// stands, the list is every event with its frame id.
+pub async fn replay(
+    state: &AppState,
+    run: &Run,
+    session: &Session,
+) -> Result<(TaskRenderer, Vec<(FrameId, StreamEvent)>), A2aError> {
+    const PAGE: i64 = 1000;
+    let mut renderer = TaskRenderer::new(identity(state, run, session));
+    let mut rendered = Vec::new();
+    for turn in &run.turns {
+        let mut after = -1;
+        loop {
+            let page = state
+                .store
+                .list_events(&run.tenant_id, &run.session_id, Some(turn), after, PAGE, Deltas::AsStreamed)
+                .await?;
+            for event in &page {
+                rendered.extend(renderer.render(event));
+            }
+            match page.last() {
+                Some(last) if page.len() as i64 >= PAGE => after = last.seq,
+                _ => break,
+            }
+        }
+    }
+    rendered.extend(renderer.settle(run));
+    Ok((renderer, rendered))
+}
+
+/// The task as it stands, with its history.
+pub async fn snapshot(state: &AppState, run: &Run, session: &Session) -> Result<Task, A2aError> {
+    let (renderer, _) = replay(state, run, session).await?;
+    let mut task = renderer.task();
+    task.history = history(state, run, session).await?;
+    Ok(task)
+}
+
+/// The client's messages of the run: its user message and its answers to the calls it was
+/// asked for. The agent's replies are the task's artifacts; its tool activity and questions
+/// are status messages.
+pub async fn history(state: &AppState, run: &Run, session: &Session) -> Result<Vec<MessageOut>, A2aError> {
+    let agent = state.agents.get(&session.agent);
+    let stored = state
+        .store
+        .list_run_history(&run.tenant_id, &run.session_id, &run.id)
+        .await?;
+    let mut names = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for entry in stored {
+        let (role, parts) = match entry.message {
+            HistoryMessage::User { content } => (Role::User, content_parts(&content)),
+            // The agent's replies are the task's artifacts, its questions status messages.
+            HistoryMessage::Assistant { content } => {
+                if let Content::Blocks(blocks) = &content {
+                    for block in blocks {
+                        if let ContentBlock::ToolUse { tool_call_id, name, .. } = block {
+                            names.insert(tool_call_id.clone(), name.clone());
+                        }
+                    }
+                }
+                continue;
+            }
+            HistoryMessage::Tool { tool_call_id, content } => {
+                let name = names.get(&tool_call_id);
+                if name.is_some_and(|n| agent.is_some_and(|a| a.has_server_tool(n))) {
+                    continue;
+                }
+                let result = match &content {
+                    Content::Text(text) => serde_json::json!(text),
+                    Content::Blocks(blocks) => serde_json::json!(blocks),
+                };
+                let part = PartOut::data(serde_json::json!({"toolResult": {
+                    "toolCallId": tool_call_id, "content": result,
+                }}));
+                (Role::User, vec![part])
+            }
+            HistoryMessage::System { .. } => continue,
+        };
+        if parts.is_empty() {
+            continue;
+        }
+        out.push(MessageOut {
+            message_id: format!("{}-h{}", run.id, entry.position),
+            context_id: context_id(session),
+            task_id: Some(run.id.to_string()),
+            role,
+            parts,
+        });
+    }
+    Ok(out)
+}
+
+/// A history message's content as parts: text, tool calls as data, body parts by kind.
+fn content_parts(content: &Content) -> Vec<PartOut> {
+    let blocks = match content {
+        Content::Text(text) => return vec![PartOut::text(text.clone())],
+        Content::Blocks(blocks) => blocks,
+    };
+    blocks
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } => Some(PartOut::text(text.clone())),
+            ContentBlock::Thinking { .. } => None,
+            ContentBlock::ToolUse { .. } => None,
+            ContentBlock::Image { url } => Some(PartOut {
+                body: Body::Url(url.clone()),
+                media_type: None,
+                filename: None,
+                metadata: None,
+            }),
+            ContentBlock::Part(part) => {
+                let body = match (&part.content, &part.content_url) {
+                    (_, Some(url)) => Body::Url(url.clone()),
+                    (Some(c), None) if part.content_encoding == ContentEncoding::Base64 => {
+                        Body::Raw(c.clone())
+                    }
+                    (Some(c), None) if crate::model::media_type(&part.content_type) == "application/json" => {
+                        Body::Data(serde_json::from_str(c).unwrap_or_else(|_| serde_json::json!(c)))
+                    }
+                    (Some(c), None) => Body::Text(c.clone()),
+                    (None, None) => Body::Text(String::new()),
+                };
+                Some(PartOut {
+                    body,
+                    media_type: Some(part.content_type.clone()),
+                    filename: part.name.as_deref().map(|n| n.trim_start_matches('/').to_owned()),
+                    metadata: part.metadata.clone(),
+                })
+            }
+        })
+        .collect()
+}
+
+/// The task's events after `after` as frames, from the log, then live until its last
+/// turn stops. Deltas come as streamed, each with its own frame, live or replayed.
+pub fn follow(
+    state: &AppState,
+    run: &Run,
+    identity: TaskIdentity,
+    after: FrameId,
+) -> impl Stream<Item = (FrameId, StreamEvent)> + 'static {
+    type Events = LocalBoxStream<'static, Result<Arc<Event>, StoreError>>;
+    let engine = state.engine.clone();
+    let parts: Vec<Events> = run
+        .turns
+        .iter()
+        .map(|turn| {
+            engine
+                .follow(Follow {
+                    tenant: run.tenant_id,
+                    session: run.session_id,
+                    turn: Some(*turn),
+                    after: -1,
+                    deltas: Deltas::AsStreamed,
+                })
+                .boxed_local()
+        })
+        .collect();
+    let events = futures_util::stream::iter(parts).flatten();
+    let settled = run.clone();
+    async_stream::stream! {
+        let mut renderer = TaskRenderer::new(identity);
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::error!(error = %error, "a task's event stream failed");
+                    break;
+                }
+            };
+            for (id, rendered) in renderer.render(&event) {
+                if id > after {
+                    yield (id, rendered);
+                }
+            }
+        }
+        if settled.cancel_turn.is_none()
+            && let Some((id, rendered)) = renderer.settle(&settled)
+            && id > after
+        {
+            yield (id, rendered);
+        }
+    }
+}
