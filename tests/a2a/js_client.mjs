@@ -207,11 +207,12 @@ class Run {
   async blockingSend() {
     const what = `${this.label} blocking send`;
     const text = `Hello from the JS SDK driver over ${this.label}, blocking.`;
-    const task = asTask(await this.echo.sendMessage(sendRequest(text)), what);
+    const request = sendRequest(text);
+    const task = asTask(await this.echo.sendMessage(request), what);
     checkIds(task, what);
     checkEchoed(task, text, what);
     step(`${what}: ${task.id} completed with the echo`);
-    return { task, text };
+    return { task, text, messageId: request.message.messageId };
   }
 
   async runningSlowTask(what) {
@@ -255,7 +256,7 @@ class Run {
     step(`${what}: ${task.id} in ${kinds.length} events (${updates} artifact updates)`);
   }
 
-  async getWithHistory({ task, text }) {
+  async getWithHistory({ task, text, messageId }) {
     const what = `${this.label} get`;
     const full = await this.echo.getTask(sdk.GetTaskRequest.fromJSON({ id: task.id }));
     check(full.id === task.id, `${what}: asked for ${task.id}, got ${full.id}`);
@@ -267,6 +268,11 @@ class Run {
         first.parts.length === 1 &&
         first.parts[0].content?.value === text,
       `${what}: the history does not start with the user's message: ${JSON.stringify(first)}`,
+    );
+    // The creator of a message chooses its messageId (a2a.proto, Message.message_id).
+    check(
+      first.messageId === messageId,
+      `${what}: the user's message came back with messageId ${first.messageId}, not the ${messageId} the client gave it`,
     );
     const one = await this.echo.getTask(sdk.GetTaskRequest.fromJSON({ id: task.id, historyLength: 1 }));
     check(one.history.length === 1, `${what}: historyLength=1 gave ${one.history.length} messages`);
@@ -353,9 +359,10 @@ class Run {
     step(`${what}: ${task.id} snapshot first, then ${kinds.length - 1} events to the end`);
   }
 
-  async pushConfigs(receiver) {
+  async pushConfigs(receiver, supported) {
     const what = `${this.label} push config`;
     const task = await this.runningSlowTask(what);
+    if (!supported) return this.pushNotSupported(task, receiver);
     const created = await this.slow.createTaskPushNotificationConfig(
       sdk.TaskPushNotificationConfig.fromJSON({ taskId: task.id, url: receiver, token: "driver-token" }),
     );
@@ -398,8 +405,44 @@ class Run {
     await this.slow.cancelTask(sdk.CancelTaskRequest.fromJSON({ id: task.id }));
   }
 
+  /**
+   * Without the capability every push config operation is PushNotificationNotSupported: the
+   * SDK refuses create, get and list itself (it reads the card), delete reaches the server.
+   */
+  async pushNotSupported(task, receiver) {
+    const ids = { taskId: task.id, id: "any" };
+    const calls = {
+      create: () =>
+        this.slow.createTaskPushNotificationConfig(
+          sdk.TaskPushNotificationConfig.fromJSON({ taskId: task.id, url: receiver }),
+        ),
+      get: () =>
+        this.slow.getTaskPushNotificationConfig(sdk.GetTaskPushNotificationConfigRequest.fromJSON(ids)),
+      list: () =>
+        this.slow.listTaskPushNotificationConfig(
+          sdk.ListTaskPushNotificationConfigsRequest.fromJSON({ taskId: task.id }),
+        ),
+      delete: () =>
+        this.slow.deleteTaskPushNotificationConfig(
+          sdk.DeleteTaskPushNotificationConfigRequest.fromJSON(ids),
+        ),
+    };
+    for (const [name, call] of Object.entries(calls)) {
+      await expectError(
+        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        call,
+        `${this.label} push config ${name} without the capability`,
+      );
+    }
+    await this.slow.cancelTask(sdk.CancelTaskRequest.fromJSON({ id: task.id }));
+    step(
+      `${this.label} push config: the card says pushNotifications false; ` +
+        "create/get/list/delete answer PushNotificationNotSupportedError",
+    );
+  }
+
   /** Every operation; `list` only where the protocol version has ListTasks. */
-  async full(receiver, { list }) {
+  async full(receiver, { list, push }) {
     const sent = await this.blockingSend();
     await this.nonBlockingSend();
     await this.streamingSend();
@@ -408,7 +451,7 @@ class Run {
     if (list) await this.listTasks(sent.task, second);
     await this.cancel(sent.task);
     await this.subscribe();
-    await this.pushConfigs(receiver);
+    await this.pushConfigs(receiver, push);
   }
 
   async core() {
@@ -432,8 +475,8 @@ async function resolveCard(agent) {
   }
   const caps = card.capabilities ?? {};
   check(
-    caps.streaming && caps.pushNotifications && caps.extendedAgentCard,
-    `card of ${agent}: capabilities ${JSON.stringify(caps)} are not all true`,
+    caps.streaming && caps.extendedAgentCard,
+    `card of ${agent}: capabilities ${JSON.stringify(caps)}: streaming and extendedAgentCard are not both true`,
   );
   const bearer = Object.entries(card.securitySchemes ?? {}).filter(
     ([, scheme]) =>
@@ -441,7 +484,10 @@ async function resolveCard(agent) {
       scheme.scheme.value.scheme.toLowerCase() === "bearer",
   );
   check(bearer.length > 0, `card of ${agent}: no bearer httpAuthSecurityScheme`);
-  step(`card of ${agent}: ${JSON.stringify(card.name)}, interfaces ${interfaces.join(", ")}`);
+  step(
+    `card of ${agent}: ${JSON.stringify(card.name)}, interfaces ${interfaces.join(", ")}, ` +
+      `pushNotifications ${Boolean(caps.pushNotifications)}`,
+  );
   return card;
 }
 
@@ -481,8 +527,10 @@ async function main() {
   const extended = await echo.getAgentCard();
   check(extended.name && extended.supportedInterfaces.length > 0, "extended card: empty");
   step(`extended card: ${JSON.stringify(extended.name)}`);
+  const push = Boolean(slowCard.capabilities?.pushNotifications);
   await new Run("1.0 JSON-RPC", echo, await clientFor(slowCard, "JSONRPC")).full(receiver, {
     list: true,
+    push,
   });
   await new Run(
     "1.0 HTTP+JSON",
@@ -494,7 +542,7 @@ async function main() {
   check(legacyEcho.protocolVersion === "0.3", `the 0.3 client speaks ${legacyEcho.protocolVersion}`);
   await new Run("0.3 JSON-RPC", legacyEcho, await clientFor(as03(slowCard), "JSONRPC")).full(
     receiver,
-    { list: false },
+    { list: false, push },
   );
   await new Run(
     "0.3 HTTP+JSON",

@@ -1,12 +1,16 @@
 """Drives an A2A server with the official Python SDK (`a2a-sdk`) and checks every answer.
 
     python sdk_client.py BASE_URL TOKEN ECHO_AGENT SLOW_AGENT [--task-prefix P] [--context-prefix P]
+                         [--default-agent A]
 
 BASE_URL is the server's root (`http://127.0.0.1:8080`); each agent lives under
 `BASE_URL/a2a/{agent}`. ECHO_AGENT answers with the user's text; SLOW_AGENT does too, slowly
 enough (about 50 ms a character) that a task can be caught running. TOKEN is sent as a bearer
 token through the SDK's `AuthInterceptor`, which only does so when the card declares a bearer
-scheme. The prefixes, when given, are what every task id and context id must start with.
+scheme. The prefixes, when given, are what every task id and context id must start with;
+with --default-agent, the card at `BASE_URL/.well-known/agent-card.json` must be that agent's.
+Push configs go through create/get/list/delete when the card promises pushNotifications, and
+must each be refused with PushNotificationNotSupported when it does not.
 
 One line per step on stdout; the first failed check ends the run with exit status 1 and says
 what was expected and what came back.
@@ -49,7 +53,12 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import A2AError, TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    A2AError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+)
 
 TERMINAL = {
     TaskState.TASK_STATE_COMPLETED,
@@ -93,6 +102,7 @@ class Driver:
         self.slow = args.slow_agent
         self.task_prefix = args.task_prefix
         self.context_prefix = args.context_prefix
+        self.default_agent = args.default_agent
         self.http = http
         self.interceptors = [AuthInterceptor(Bearer(args.token))]
         self.cards: dict[str, AgentCard] = {}
@@ -292,10 +302,9 @@ class Driver:
                 )
             caps = card.capabilities
             check(
-                caps.streaming and caps.push_notifications and caps.extended_agent_card,
-                f"card of {agent}: capabilities streaming/pushNotifications/"
-                f"extendedAgentCard are {caps.streaming}/{caps.push_notifications}/"
-                f"{caps.extended_agent_card}, not all true",
+                caps.streaming and caps.extended_agent_card,
+                f"card of {agent}: capabilities streaming/extendedAgentCard are "
+                f"{caps.streaming}/{caps.extended_agent_card}, not both true",
             )
             bearer = [
                 name
@@ -310,7 +319,21 @@ class Driver:
                 f"card of {agent}: securityRequirements {required} name no bearer scheme",
             )
             self.cards[agent] = card
-            self.step(f"card of {agent}: {card.name!r}, interfaces {sorted(interfaces)}")
+            self.step(
+                f"card of {agent}: {card.name!r}, interfaces {sorted(interfaces)}, "
+                f"pushNotifications {caps.push_notifications}"
+            )
+
+    async def default_card(self) -> None:
+        """The card at the server's root is the default agent's."""
+        card = await A2ACardResolver(self.http, self.base).get_agent_card()
+        urls = {i.url for i in card.supported_interfaces}
+        check(
+            urls == {self.agent_url(self.default_agent)},
+            f"the default card's interfaces are at {urls}, not "
+            f"{self.agent_url(self.default_agent)}",
+        )
+        self.step(f"default card: {card.name!r} at {self.agent_url(self.default_agent)}")
 
     async def extended_card(self, client: Client) -> None:
         card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
@@ -321,13 +344,15 @@ class Driver:
         )
         self.step(f"extended card: {card.name!r}")
 
-    async def blocking_send(self, client: Client, label: str) -> Task:
+    async def blocking_send(self, client: Client, label: str) -> tuple[Task, Message]:
+        """A completed task and the message that started it."""
         text = f"Hello from the {label} SDK driver, blocking."
-        task = await self.send(client, SendMessageRequest(message=self.message(text)), label)
+        message = self.message(text)
+        task = await self.send(client, SendMessageRequest(message=message), label)
         self.check_ids(task, f"{label} blocking send")
         self.check_echoed(task, text, f"{label} blocking send")
         self.step(f"{label} blocking send: {task.id} completed with the echo")
-        return task
+        return task, message
 
     async def non_blocking_send(self, client: Client) -> None:
         what = "non-blocking send"
@@ -358,8 +383,10 @@ class Driver:
         self.step(f"{what}: {task.id} in {len(kinds)} events ({updates} artifact updates)")
         return task
 
-    async def get_with_history(self, client: Client, task: Task, text: str, label: str) -> None:
+    async def get_with_history(self, client: Client, task: Task, sent: Message, label: str) -> None:
+        """GetTask shows the task, its history starting with `sent` as the client made it."""
         what = f"{label} get"
+        text = sent.parts[0].text
         full = await self.get(client, task.id)
         check(full.id == task.id, f"{what}: asked for {task.id}, got {full.id}")
         self.check_echoed(full, text, what)
@@ -368,6 +395,12 @@ class Driver:
         check(
             first.role == Role.ROLE_USER and [p.text for p in first.parts] == [text],
             f"{what}: the history does not start with the user's message: {first}",
+        )
+        # The creator of a message chooses its messageId (a2a.proto, Message.message_id).
+        check(
+            first.message_id == sent.message_id,
+            f"{what}: the user's message came back with messageId {first.message_id!r}, "
+            f"not the {sent.message_id!r} the client gave it",
         )
         one = await self.get(client, task.id, history_length=1)
         check(
@@ -469,6 +502,9 @@ class Driver:
     async def push_configs(self, client: Client, receiver: str) -> None:
         what = "push config"
         task = await self.running_slow_task(client, what)
+        if not self.cards[self.slow].capabilities.push_notifications:
+            await self.push_not_supported(client, task, receiver)
+            return
         created = await client.create_task_push_notification_config(
             TaskPushNotificationConfig(task_id=task.id, url=receiver, token="driver-token")
         )
@@ -511,23 +547,51 @@ class Driver:
         self.step(f"{what} delete: {created.id} gone from list and get")
         await client.cancel_task(CancelTaskRequest(id=task.id))
 
+    async def push_not_supported(self, client: Client, task: Task, receiver: str) -> None:
+        """Without the capability, every push config operation is PushNotificationNotSupported."""
+        calls = {
+            "create": lambda: client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task.id, url=receiver)
+            ),
+            "get": lambda: client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task.id, id="any")
+            ),
+            "list": lambda: client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            ),
+            "delete": lambda: client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="any")
+            ),
+        }
+        for name, call in calls.items():
+            await self.expect_error(
+                PushNotificationNotSupportedError,
+                call(),
+                f"push config {name} without the capability",
+            )
+        await client.cancel_task(CancelTaskRequest(id=task.id))
+        self.step(
+            "push config: the card says pushNotifications false; create/get/list/delete "
+            "answer PushNotificationNotSupportedError"
+        )
+
     # ------------------------------------------------------------ the run
 
     async def run(self) -> None:
         receiver = await start_receiver()
         await self.resolve_cards()
+        if self.default_agent:
+            await self.default_card()
 
         rpc = self.client(self.echo, "JSONRPC", streaming=False)
         rpc_stream = self.client(self.echo, "JSONRPC", streaming=True)
         slow = self.client(self.slow, "JSONRPC", streaming=False)
         slow_stream = self.client(self.slow, "JSONRPC", streaming=True)
         await self.extended_card(rpc)
-        first = await self.blocking_send(rpc, "JSON-RPC")
+        first, sent = await self.blocking_send(rpc, "JSON-RPC")
         await self.non_blocking_send(slow)
         await self.streaming_send(rpc_stream, "JSON-RPC")
-        await self.get_with_history(
-            rpc, first, "Hello from the JSON-RPC SDK driver, blocking.", "JSON-RPC"
-        )
+        await self.get_with_history(rpc, first, sent, "JSON-RPC")
         second = await self.continue_conversation(rpc, first)
         await self.list_tasks(rpc, first, second)
         await self.cancel(slow, rpc, first)
@@ -536,10 +600,8 @@ class Driver:
 
         rest = self.client(self.echo, "HTTP+JSON", streaming=False)
         rest_stream = self.client(self.echo, "HTTP+JSON", streaming=True)
-        sent = await self.blocking_send(rest, "HTTP+JSON")
-        await self.get_with_history(
-            rest, sent, "Hello from the HTTP+JSON SDK driver, blocking.", "HTTP+JSON"
-        )
+        task, sent = await self.blocking_send(rest, "HTTP+JSON")
+        await self.get_with_history(rest, task, sent, "HTTP+JSON")
         await self.streaming_send(rest_stream, "HTTP+JSON")
 
 
@@ -575,6 +637,9 @@ async def main() -> int:
     parser.add_argument("slow_agent")
     parser.add_argument("--task-prefix", default="")
     parser.add_argument("--context-prefix", default="")
+    parser.add_argument(
+        "--default-agent", default="", help="the agent whose card the root well-known path serves"
+    )
     args = parser.parse_args()
     async with httpx.AsyncClient(timeout=DEADLINE_SECONDS) as http:
         driver = Driver(args, http)

@@ -6,7 +6,8 @@ against agentry. It serves, for each agent name given, the card at
 `/a2a/{A}/.well-known/agent-card.json`, JSON-RPC at `POST /a2a/{A}` and HTTP+JSON under
 `/a2a/{A}/…` (1.0 and, with the SDK's compat layer, 0.3), behind the bearer token given on
 the command line. Agents echo the user's text as artifact
-chunks: `slow` one character every 50 ms, any other four characters at a time.
+chunks: `slow` one character every 50 ms, any other four characters at a time. With
+`--no-push` the cards say `pushNotifications: false` and there is no push config store.
 
 Needs `a2a-sdk[http-server]` and `uvicorn` (the drivers need neither):
 
@@ -105,7 +106,7 @@ class BearerOnly(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def card_for(base: str, name: str) -> AgentCard:
+def card_for(base: str, name: str, push: bool) -> AgentCard:
     url = f"{base}/a2a/{name}"
     return AgentCard(
         name=name,
@@ -116,7 +117,7 @@ def card_for(base: str, name: str) -> AgentCard:
             AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="1.0"),
         ],
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=True, extended_agent_card=True
+            streaming=True, push_notifications=push, extended_agent_card=True
         ),
         security_schemes={
             "bearer": SecurityScheme(
@@ -134,16 +135,18 @@ def card_for(base: str, name: str) -> AgentCard:
 
 def main() -> None:
     port, token, *agents = sys.argv[1:]
+    push = "--no-push" not in agents
+    agents = [a for a in agents if a != "--no-push"]
     base = f"http://127.0.0.1:{port}"
     routes, rest = [], []
     for name in agents:
-        card = card_for(base, name)
+        card = card_for(base, name, push)
         executor = EchoExecutor(1, 0.05) if name == "slow" else EchoExecutor(4, 0)
         handler = DefaultRequestHandler(
             agent_executor=executor,
             task_store=InMemoryTaskStore(),
             agent_card=card,
-            push_config_store=InMemoryPushNotificationConfigStore(),
+            push_config_store=InMemoryPushNotificationConfigStore() if push else None,
             extended_agent_card=card,
         )
         prefix = f"/a2a/{name}"
