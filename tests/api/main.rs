@@ -5,6 +5,7 @@ mod process;
 mod scripted;
 mod sse;
 
+mod a2a_sdk;
 mod acp;
 mod admin;
 mod agentscope;
