@@ -6,6 +6,7 @@ mod scripted;
 mod sse;
 
 mod a2a;
+mod a2a_sdk;
 mod acp;
 mod admin;
 mod agentscope;
