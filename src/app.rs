@@ -85,6 +85,7 @@ impl AppState {
             wake,
             metrics.clone(),
         );
+        crate::http::register_payload_formats(&webhooks);
         let auth_cache = AuthCache::new(Duration::from_millis(settings.auth.state_cache_ttl_ms));
         Ok(AppState {
             settings,

@@ -42,6 +42,11 @@ pub use observe::{REQUEST_ID_HEADER, observe};
 /// The response header that names the turn a streamed response belongs to.
 pub const TURN_ID_HEADER: &str = "Agentry-Turn-Id";
 
+/// Registers the webhook payload formats the faces render (A2A's push notifications).
+pub fn register_payload_formats(webhooks: &crate::engine::Webhooks) {
+    a2a::register_formats(webhooks);
+}
+
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
     let limit = settings.server.max_body_bytes;

@@ -3,6 +3,7 @@
 
 mod input;
 mod isolation;
+mod push;
 mod streams;
 
 use reqwest::{Method, StatusCode};
@@ -499,18 +500,27 @@ async fn a_blocking_send_answers_the_completed_task_in_each_versions_shape() {
         "TASK_STATE_COMPLETED"
     );
     assert_eq!(artifact_text(&rest_1.body["task"]), "Yo");
+    // 0.3 over REST (`/v1`): the ProtoJSON of 0.3's proto, as its SDKs send it.
+    let proto_03 = json!({"request": {"message_id": message_id(), "role": "ROLE_USER",
+        "content": [{"text": "Hey"}, {"data": {"data": {"k": 1}}}]}});
     let rest_03 = rest(
         &app,
         Method::POST,
         "/a2a/echo/v1/message:send",
         &token,
         None,
-        Some(json!({"message": message_03("Hey")})),
+        Some(proto_03),
     )
     .await;
     assert_eq!(rest_03.status, StatusCode::OK, "{}", rest_03.text);
-    assert_eq!(rest_03.body["kind"], "task");
-    assert_eq!(rest_03.body["status"]["state"], "completed");
+    assert_eq!(rest_03.headers["content-type"], "application/json");
+    let task_03 = &rest_03.body["task"];
+    assert_eq!(task_03["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        task_03["history"][0]["content"],
+        json!([{"text": "Hey"}, {"data": {"data": {"k": 1}}}])
+    );
+    assert!(task_03.get("kind").is_none(), "{task_03}");
 
     // A JSON-RPC endpoint with a trailing slash is the same endpoint.
     let slash = app
@@ -572,7 +582,11 @@ async fn get_task_reads_a_task_with_history_length_over_both_bindings() {
         None,
     )
     .await;
-    assert_eq!(old_rest.body, old);
+    assert_eq!(old_rest.body["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        old_rest.body["history"][0]["content"],
+        json!([{"text": "remember me"}])
+    );
 }
 
 #[tokio::test]

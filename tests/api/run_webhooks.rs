@@ -69,23 +69,25 @@ async fn app_with(model: &ScriptedOpenAi) -> TestApp {
 
 /// One request a receiver got.
 #[derive(Debug, Clone)]
-struct Hook {
-    id: String,
-    timestamp: String,
-    signature: String,
-    authorization: String,
-    content_type: String,
-    echoed_token: String,
-    body: String,
+pub struct Hook {
+    pub id: String,
+    pub timestamp: String,
+    pub signature: String,
+    pub authorization: String,
+    pub content_type: String,
+    pub echoed_token: String,
+    /// `X-A2A-Notification-Token`.
+    pub a2a_token: String,
+    pub body: String,
 }
 
 impl Hook {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).expect("a JSON body")
     }
 
     /// Verifies the Standard Webhooks signature keyed with the token's own bytes.
-    fn assert_signed_with(&self, token: &str) {
+    pub fn assert_signed_with(&self, token: &str) {
         let sent: i64 = self.timestamp.parse().expect("a unix timestamp");
         assert!((chrono::Utc::now().timestamp() - sent).abs() < 300);
         let mut mac = Hmac::<Sha256>::new_from_slice(token.as_bytes()).unwrap();
@@ -117,6 +119,7 @@ async fn receive(inbox: web::Data<Inbox>, request: HttpRequest, body: web::Bytes
         authorization: header("authorization"),
         content_type: header("content-type"),
         echoed_token: header("x-compact-token"),
+        a2a_token: header("x-a2a-notification-token"),
         body: String::from_utf8(body.to_vec()).unwrap(),
     });
     let status = inbox.statuses.lock().unwrap().pop_front().unwrap_or(200);
@@ -124,14 +127,14 @@ async fn receive(inbox: web::Data<Inbox>, request: HttpRequest, body: web::Bytes
 }
 
 /// A webhook receiver on 127.0.0.1 whose requests arrive on a channel.
-struct Receiver {
-    url: String,
+pub struct Receiver {
+    pub url: String,
     hooks: mpsc::UnboundedReceiver<Hook>,
     _server: actix_web::dev::ServerHandle,
 }
 
 impl Receiver {
-    fn start(statuses: &[u16]) -> Receiver {
+    pub fn start(statuses: &[u16]) -> Receiver {
         let (sender, hooks) = mpsc::unbounded_channel();
         let inbox = Arc::new(Inbox {
             hooks: sender,
@@ -160,7 +163,7 @@ impl Receiver {
     }
 
     /// The next request (waiting up to 30 s).
-    async fn next(&mut self) -> Hook {
+    pub async fn next(&mut self) -> Hook {
         tokio::time::timeout(Duration::from_secs(30), self.hooks.recv())
             .await
             .expect("a request arrives")
@@ -168,7 +171,7 @@ impl Receiver {
     }
 
     /// The requests that arrived and were not taken yet.
-    fn pending(&mut self) -> Vec<Hook> {
+    pub fn pending(&mut self) -> Vec<Hook> {
         std::iter::from_fn(|| self.hooks.try_recv().ok()).collect()
     }
 }

@@ -85,7 +85,7 @@ pub fn card(agent: &Agent, base: &str) -> Value {
         ],
         "capabilities": {
             "streaming": true,
-            "pushNotifications": false,
+            "pushNotifications": true,
             "extendedAgentCard": true,
             "extensions": [
                 {"uri": INPUT_EXTENSION, "required": false,

@@ -18,7 +18,6 @@ use crate::store::StoreError;
 pub enum Kind {
     TaskNotFound,
     TaskNotCancelable,
-    PushNotificationNotSupported,
     UnsupportedOperation,
     ContentTypeNotSupported,
     VersionNotSupported,
@@ -33,7 +32,6 @@ impl Kind {
         match self {
             Kind::TaskNotFound => -32001,
             Kind::TaskNotCancelable => -32002,
-            Kind::PushNotificationNotSupported => -32003,
             Kind::UnsupportedOperation => -32004,
             Kind::ContentTypeNotSupported => -32005,
             Kind::VersionNotSupported => -32009,
@@ -48,7 +46,6 @@ impl Kind {
         match self {
             Kind::TaskNotFound => "TASK_NOT_FOUND",
             Kind::TaskNotCancelable => "TASK_NOT_CANCELABLE",
-            Kind::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             Kind::UnsupportedOperation => "UNSUPPORTED_OPERATION",
             Kind::ContentTypeNotSupported => "CONTENT_TYPE_NOT_SUPPORTED",
             Kind::VersionNotSupported => "VERSION_NOT_SUPPORTED",
@@ -150,7 +147,7 @@ impl A2aError {
         let mut error = json!({"code": kind.code(), "message": message});
         match version {
             Version::V1 => error["data"] = json!(Self::details(*kind, field.as_deref(), message)),
-            Version::V03 => {
+            Version::V03 | Version::V03Rest => {
                 if let Some(field) = field {
                     error["data"] = json!({ "field": field });
                 }

@@ -147,9 +147,9 @@ pub async fn json_rpc(
     };
     // 1.0 names need a 1.x version; 0.3 names are served as 0.3.
     let version = match (dialect, header_version) {
-        (Version::V03, _) => Version::V03,
+        (Version::V03 | Version::V03Rest, _) => Version::V03,
         (Version::V1, Ok(Version::V1)) => Version::V1,
-        (Version::V1, Ok(Version::V03)) => {
+        (Version::V1, Ok(Version::V03 | Version::V03Rest)) => {
             let raw = req
                 .headers()
                 .get(super::version::HEADER)

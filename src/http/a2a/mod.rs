@@ -18,3 +18,13 @@ mod sse;
 mod tasks;
 mod version;
 mod wire;
+
+/// Registers the push payload formats (A2A 1.0 and 0.3) with the webhook engine.
+pub fn register_formats(webhooks: &crate::engine::Webhooks) {
+    for version in [version::Version::V1, version::Version::V03] {
+        webhooks.register_format(
+            push::PushFormat::name(version),
+            std::sync::Arc::new(push::PushFormat(version)),
+        );
+    }
+}

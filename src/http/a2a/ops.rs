@@ -53,22 +53,48 @@ impl Call {
     /// SendMessage / SendStreamingMessage.
     pub async fn send_message(&self, params: &Params, streaming: bool) -> Result<Reply, A2aError> {
         params::check_tenant(params, &self.tenant)?;
-        let message = parse::parse_message(params.get("message"), self.version, "message")?;
+        // 0.3's HTTP+JSON clients name the message `request` (its proto field) too.
+        let sent = match (params.get("message"), self.version) {
+            (None, Version::V03Rest) => params.get("request"),
+            (sent, _) => sent,
+        };
+        let message = parse::parse_message(sent, self.version, "message")?;
         let configuration = match params.get("configuration") {
             None | Some(Value::Null) => Params::new(),
+            Some(Value::Object(c)) if self.version == Version::V03Rest => parse::camel_keys(c),
             Some(Value::Object(c)) => c.clone(),
             Some(_) => return Err(A2aError::invalid("configuration", "must be an object")),
         };
         let history_length = params::history_length(&configuration)?;
         let return_immediately = match self.version {
             Version::V1 => params::boolean(&configuration, "returnImmediately")?.unwrap_or(false),
-            Version::V03 => !params::boolean(&configuration, "blocking")?.unwrap_or(true),
+            Version::V03 | Version::V03Rest => {
+                !params::boolean(&configuration, "blocking")?.unwrap_or(true)
+            }
         };
         self.check_output_modes(&configuration)?;
+        let push = match configuration
+            .get("taskPushNotificationConfig")
+            .or_else(|| configuration.get("pushNotificationConfig"))
+        {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(config)) => Some(config.clone()),
+            Some(_) => {
+                return Err(A2aError::invalid(
+                    "configuration.taskPushNotificationConfig",
+                    "must be an object",
+                ));
+            }
+        };
         let (run, session) = match &message.task_id {
             Some(id) => self.continue_task(id, &message).await?,
             None => self.start_task(message).await?,
         };
+        if let Some(config) = push {
+            // Registered as the task starts: it gets every stop from the task's first on,
+            // unless that stop came first (a reply within milliseconds).
+            super::push::register(self, &run.id.to_string(), &config).await?;
+        }
         if streaming {
             return Ok(Reply::Stream(
                 self.stream_task(&run, &session, None, true).await?,
@@ -95,9 +121,10 @@ impl Call {
             history_length,
             artifacts: true,
         };
-        Ok(Reply::Json(match self.version {
-            Version::V1 => json!({ "task": self.task_json(&task, shown) }),
-            Version::V03 => self.task_json(&task, shown),
+        Ok(Reply::Json(if self.version.proto_json() {
+            json!({ "task": self.task_json(&task, shown) })
+        } else {
+            self.task_json(&task, shown)
         }))
     }
 

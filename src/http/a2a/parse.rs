@@ -37,12 +37,80 @@ fn optional_string(
     }
 }
 
+/// A snake_case name in camelCase (`message_id` → `messageId`).
+fn camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        match (c, upper) {
+            ('_', _) => upper = true,
+            (c, true) => {
+                out.extend(c.to_uppercase());
+                upper = false;
+            }
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+/// An object's snake_case keys in camelCase (0.3's HTTP+JSON clients send either).
+pub fn camel_keys(object: &Map<String, Value>) -> Map<String, Value> {
+    object.iter().map(|(k, v)| (camel(k), v.clone())).collect()
+}
+
+/// A 0.3 HTTP+JSON message in the shape the parser reads: `content` is its parts, a file's
+/// `fileWithUri` / `fileWithBytes` its `uri` / `bytes`, a data part's `{"data": {"data":
+/// …}}` its data.
+fn from_proto_03(message: &Map<String, Value>) -> Map<String, Value> {
+    let mut message = camel_keys(message);
+    if let Some(content) = message.remove("content")
+        && !message.contains_key("parts")
+    {
+        message.insert("parts".into(), content);
+    }
+    if let Some(Value::Array(parts)) = message.get_mut("parts") {
+        for part in parts.iter_mut() {
+            let Value::Object(object) = part else {
+                continue;
+            };
+            let mut normal = camel_keys(object);
+            if let Some(Value::Object(file)) = normal.get("file") {
+                let mut file = camel_keys(file);
+                for (proto, name) in [("fileWithUri", "uri"), ("fileWithBytes", "bytes")] {
+                    if let Some(value) = file.remove(proto) {
+                        file.insert(name.into(), value);
+                    }
+                }
+                normal.insert("file".into(), Value::Object(file));
+            }
+            if let Some(Value::Object(data)) = normal.get("data")
+                && data.len() == 1
+                && let Some(inner) = data.get("data")
+            {
+                let inner = inner.clone();
+                normal.insert("data".into(), inner);
+            }
+            *part = Value::Object(normal);
+        }
+    }
+    message
+}
+
 /// `params.message` (`at` names it in errors).
 pub fn parse_message(
     value: Option<&Value>,
     version: Version,
     at: &str,
 ) -> Result<InMessage, A2aError> {
+    let normal;
+    let value = match (value, version) {
+        (Some(Value::Object(message)), Version::V03Rest) => {
+            normal = Value::Object(from_proto_03(message));
+            Some(&normal)
+        }
+        _ => value,
+    };
     let object = match value {
         Some(Value::Object(object)) => object,
         None | Some(Value::Null) => return Err(A2aError::invalid(at, "is required")),
@@ -58,8 +126,8 @@ pub fn parse_message(
     }
     let role = optional_string(object, "role", at)?;
     let user = match version {
-        Version::V1 => "ROLE_USER",
         Version::V03 => "user",
+        _ => "ROLE_USER",
     };
     match role.as_deref() {
         Some(r) if r == user || r == "ROLE_USER" || r == "user" => {}
@@ -115,7 +183,7 @@ pub fn parse_part(value: &Value, version: Version, at: &str) -> Result<Part, A2a
     let [kind] = kinds.as_slice() else {
         let expected = match version {
             Version::V1 => "exactly one of text, raw, url or data",
-            Version::V03 => "exactly one of text, file or data (with its kind)",
+            _ => "exactly one of text, file or data",
         };
         return Err(A2aError::invalid(at, format!("must hold {expected}")));
     };

@@ -37,9 +37,9 @@ fn version_of(req: &HttpRequest) -> Result<Version, A2aError> {
         .match_pattern()
         .is_some_and(|p| p.starts_with("/a2a/{agent}/v1/"))
     {
-        return Ok(Version::V03);
+        return Ok(Version::V03Rest);
     }
-    Version::of(req)
+    Version::of(req).map(Version::over_rest)
 }
 
 /// The query string's parameters (a repeated one keeps its last value).
@@ -121,7 +121,7 @@ async fn execute(
         Reply::Json(value) => {
             let content_type = match version {
                 Version::V1 => "application/a2a+json",
-                Version::V03 => "application/json",
+                Version::V03 | Version::V03Rest => "application/json",
             };
             // A deleted config answers `{}`.
             let value = if value.is_null() {

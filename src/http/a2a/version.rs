@@ -8,7 +8,11 @@ use super::error::A2aError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
     V1,
+    /// 0.3 over JSON-RPC: objects with their `kind`, bare results and events.
     V03,
+    /// 0.3 over HTTP+JSON, as the SDKs speak it: the ProtoJSON of 0.3's proto (results and
+    /// events wrapped as 1.0 wraps them, `TASK_STATE_*`, a message's parts in `content`).
+    V03Rest,
 }
 
 /// The header (and query parameter) that names the version.
@@ -30,6 +34,19 @@ impl Version {
                 .map(|(_, v)| v.to_owned())
         };
         Version::parse(from_header.or_else(from_query).as_deref())
+    }
+
+    /// The version as the HTTP+JSON binding writes it.
+    pub fn over_rest(self) -> Version {
+        match self {
+            Version::V03 => Version::V03Rest,
+            other => other,
+        }
+    }
+
+    /// Whether results and events are ProtoJSON (wrapped, proto enum names).
+    pub fn proto_json(self) -> bool {
+        self != Version::V03
     }
 
     /// `1.0` (any 1.x) or `0.3`; none or empty is 0.3.

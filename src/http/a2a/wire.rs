@@ -30,19 +30,23 @@ impl State {
     ];
 
     pub fn name(self, version: Version) -> &'static str {
-        match (self, version) {
-            (State::Submitted, Version::V1) => "TASK_STATE_SUBMITTED",
-            (State::Working, Version::V1) => "TASK_STATE_WORKING",
-            (State::InputRequired, Version::V1) => "TASK_STATE_INPUT_REQUIRED",
-            (State::Completed, Version::V1) => "TASK_STATE_COMPLETED",
-            (State::Failed, Version::V1) => "TASK_STATE_FAILED",
-            (State::Canceled, Version::V1) => "TASK_STATE_CANCELED",
-            (State::Submitted, Version::V03) => "submitted",
-            (State::Working, Version::V03) => "working",
-            (State::InputRequired, Version::V03) => "input-required",
-            (State::Completed, Version::V03) => "completed",
-            (State::Failed, Version::V03) => "failed",
-            (State::Canceled, Version::V03) => "canceled",
+        if version.proto_json() {
+            return match self {
+                State::Submitted => "TASK_STATE_SUBMITTED",
+                State::Working => "TASK_STATE_WORKING",
+                State::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+                State::Completed => "TASK_STATE_COMPLETED",
+                State::Failed => "TASK_STATE_FAILED",
+                State::Canceled => "TASK_STATE_CANCELED",
+            };
+        }
+        match self {
+            State::Submitted => "submitted",
+            State::Working => "working",
+            State::InputRequired => "input-required",
+            State::Completed => "completed",
+            State::Failed => "failed",
+            State::Canceled => "canceled",
         }
     }
 
@@ -67,11 +71,11 @@ pub enum Role {
 
 impl Role {
     fn name(self, version: Version) -> &'static str {
-        match (self, version) {
-            (Role::User, Version::V1) => "ROLE_USER",
-            (Role::Agent, Version::V1) => "ROLE_AGENT",
-            (Role::User, Version::V03) => "user",
-            (Role::Agent, Version::V03) => "agent",
+        match (self, version.proto_json()) {
+            (Role::User, true) => "ROLE_USER",
+            (Role::Agent, true) => "ROLE_AGENT",
+            (Role::User, false) => "user",
+            (Role::Agent, false) => "agent",
         }
     }
 }
@@ -161,6 +165,33 @@ impl PartOut {
                     out.insert("file".into(), Value::Object(file));
                 }
             },
+            Version::V03Rest => match &self.body {
+                Body::Text(text) => {
+                    out.insert("text".into(), json!(text));
+                }
+                Body::Data(data) => {
+                    let data = match data {
+                        Value::Object(_) => data.clone(),
+                        other => json!({ "value": other }),
+                    };
+                    out.insert("data".into(), json!({ "data": data }));
+                }
+                Body::Raw(_) | Body::Url(_) => {
+                    let mut file = Map::new();
+                    match &self.body {
+                        Body::Raw(raw) => file.insert("fileWithBytes".into(), json!(raw)),
+                        Body::Url(url) => file.insert("fileWithUri".into(), json!(url)),
+                        _ => unreachable!("files only"),
+                    };
+                    if let Some(media) = &self.media_type {
+                        file.insert("mimeType".into(), json!(media));
+                    }
+                    if let Some(name) = &self.filename {
+                        file.insert("name".into(), json!(name));
+                    }
+                    out.insert("file".into(), Value::Object(file));
+                }
+            },
         }
         if let Some(metadata) = &self.metadata {
             out.insert("metadata".into(), metadata.clone());
@@ -191,7 +222,12 @@ impl MessageOut {
         }
         out.insert("role".into(), json!(self.role.name(version)));
         let parts: Vec<Value> = self.parts.iter().map(|p| p.to_json(version)).collect();
-        out.insert("parts".into(), Value::Array(parts));
+        let key = if version == Version::V03Rest {
+            "content"
+        } else {
+            "parts"
+        };
+        out.insert(key.into(), Value::Array(parts));
         Value::Object(out)
     }
 }
@@ -304,10 +340,10 @@ impl StreamEvent {
     /// A `StreamResponse` (1.0) or the bare event with its `kind` (0.3).
     pub fn to_json(&self, version: Version) -> Value {
         match (self, version) {
-            (StreamEvent::Task(task), Version::V1) => {
+            (StreamEvent::Task(task), Version::V03) => task.to_json(version, Shown::ALL),
+            (StreamEvent::Task(task), _) => {
                 json!({ "task": task.to_json(version, Shown::ALL) })
             }
-            (StreamEvent::Task(task), Version::V03) => task.to_json(version, Shown::ALL),
             (
                 StreamEvent::Status {
                     task_id,
@@ -323,6 +359,10 @@ impl StreamEvent {
                 });
                 match version {
                     Version::V1 => json!({ "statusUpdate": event }),
+                    Version::V03Rest => {
+                        event["final"] = json!(status.state.ends_stream());
+                        json!({ "statusUpdate": event })
+                    }
                     Version::V03 => {
                         event["kind"] = json!("status-update");
                         event["final"] = json!(status.state.ends_stream());
@@ -352,7 +392,7 @@ impl StreamEvent {
                     event["lastChunk"] = json!(last_chunk);
                 }
                 match version {
-                    Version::V1 => json!({ "artifactUpdate": event }),
+                    Version::V1 | Version::V03Rest => json!({ "artifactUpdate": event }),
                     Version::V03 => {
                         event["kind"] = json!("artifact-update");
                         event

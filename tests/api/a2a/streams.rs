@@ -73,7 +73,7 @@ async fn a_streaming_send_sends_the_task_then_chunks_then_its_end_with_frame_ids
     let got = rpc_ok(&app, "echo", &token, V1, "GetTask", json!({"id": id})).await;
     assert_eq!(artifact_text(&got), "Hello there, friend");
 
-    // 0.3 over REST: bare events with kinds, the last status `final`.
+    // 0.3 over REST: 0.3's ProtoJSON, the last status `final`.
     let frames = rest_stream(
         &app,
         Method::POST,
@@ -86,17 +86,21 @@ async fn a_streaming_send_sends_the_task_then_chunks_then_its_end_with_frame_ids
     .await
     .collect()
     .await;
-    let kinds: Vec<&str> = frames
-        .iter()
-        .map(|f| f.data["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds[0], "task");
-    assert_eq!(kinds[1], "status-update");
-    assert!(kinds.contains(&"artifact-update"));
-    let end = &frames.last().unwrap().data;
-    assert_eq!(end["kind"], "status-update");
+    assert!(frames[0].data.get("task").is_some(), "{:?}", frames[0]);
+    let end = &frames.last().unwrap().data["statusUpdate"];
     assert_eq!(end["final"], true);
-    assert_eq!(end["status"]["state"], "completed");
+    assert_eq!(end["status"]["state"], "TASK_STATE_COMPLETED");
+    let text: String = frames
+        .iter()
+        .filter_map(|f| f.data.get("artifactUpdate"))
+        .map(|u| {
+            u["artifact"]["parts"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(text, "Hi");
 }
 
 #[tokio::test]
@@ -364,7 +368,7 @@ async fn cancel_stops_a_working_task_and_an_ended_one_is_not_cancelable() {
     )
     .await;
     assert_eq!(rest_cancel.status, StatusCode::OK, "{}", rest_cancel.text);
-    assert_eq!(rest_cancel.body["status"]["state"], "canceled");
+    assert_eq!(rest_cancel.body["status"]["state"], "TASK_STATE_CANCELED");
     let done = send(&app, "echo", &token, "fin").await;
     let refused = rest(
         &app,
