@@ -5,6 +5,7 @@ mod input;
 mod isolation;
 mod push;
 mod streams;
+mod versions;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
