@@ -10,9 +10,9 @@ use super::agent_loop;
 use super::error::EngineError;
 use super::runner::{Engine, RunPart, StartedTurn, TurnRequest};
 use crate::model::{
-    Run, RunId, RunStatus, SessionId, StreamMode, TenantId, Turn, TurnId, TurnStatus, Usage,
+    Event, Run, RunId, RunStatus, SessionId, StreamMode, TenantId, Turn, TurnId, TurnStatus, Usage,
 };
-use crate::store::{RUN_NOT_AWAITING, RunLink, StoreError};
+use crate::store::{Deltas, RUN_NOT_AWAITING, RunLink, StoreError};
 
 /// What a pending call of a cancelled run is answered with.
 pub const CANCELLED_CALL: &str = "Tool call cancelled: the client cancelled the run";
@@ -49,6 +49,36 @@ impl Engine {
             .admit(tenant, &run.session_id, request, RunPart::Resume(*id))
             .await?;
         Ok((self.get_run(tenant, id).await?, started))
+    }
+
+    /// Every stored event of the run's turns, in order, deltas as they were streamed (so a
+    /// face that numbers its frames per delta replays exactly what it sent live).
+    pub async fn run_events(&self, run: &Run) -> Result<Vec<Event>, EngineError> {
+        const PAGE: i64 = 1000;
+        let mut events = Vec::new();
+        for turn in &run.turns {
+            let mut after = -1;
+            loop {
+                let page = self
+                    .store
+                    .list_events(
+                        &run.tenant_id,
+                        &run.session_id,
+                        Some(turn),
+                        after,
+                        PAGE,
+                        Deltas::AsStreamed,
+                    )
+                    .await?;
+                let full = page.len() as i64 >= PAGE;
+                after = page.last().map_or(after, |last| last.seq);
+                events.extend(page);
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(events)
     }
 
     pub async fn get_run(&self, tenant: &TenantId, id: &RunId) -> Result<Run, EngineError> {

@@ -24,9 +24,7 @@ use serde_json::{Map, Value, json};
 use super::wire::{Artifact, Body, MessageOut, PartOut, Role, State, Status, StreamEvent, Task};
 use crate::agents::Agent;
 use crate::http::frame_id::FrameId;
-use crate::model::{
-    Content, Event, EventData, Run, RunStatus, StopReason, TurnError, TurnId, TurnStatus,
-};
+use crate::model::{Event, EventData, Run, RunStatus, StopReason, TurnError, TurnId, TurnStatus};
 
 /// What the task is and where it belongs.
 #[derive(Debug, Clone)]
@@ -164,7 +162,7 @@ impl TaskRenderer {
                 let part = PartOut::data(json!({"toolResult": {
                     "toolCallId": tool_call_id,
                     "name": self.call_names.get(tool_call_id),
-                    "content": content_value(content),
+                    "content": content,
                 }}));
                 let message = self.agent_message(event, out.len(), vec![part]);
                 out.push(self.set_status(State::Working, Some(message), at));
@@ -344,14 +342,6 @@ impl TaskRenderer {
             }
             _ => None,
         }
-    }
-}
-
-/// A tool result as JSON: its text, or its blocks.
-fn content_value(content: &Content) -> Value {
-    match content {
-        Content::Text(text) => Value::String(text.clone()),
-        Content::Blocks(blocks) => serde_json::to_value(blocks).unwrap_or(Value::Null),
     }
 }
 

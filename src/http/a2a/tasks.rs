@@ -69,31 +69,10 @@ pub async fn replay(
     run: &Run,
     session: &Session,
 ) -> Result<(TaskRenderer, Vec<(FrameId, StreamEvent)>), A2aError> {
-    const PAGE: i64 = 1000;
     let mut renderer = TaskRenderer::new(identity(state, run, session));
     let mut rendered = Vec::new();
-    for turn in &run.turns {
-        let mut after = -1;
-        loop {
-            let page = state
-                .store
-                .list_events(
-                    &run.tenant_id,
-                    &run.session_id,
-                    Some(turn),
-                    after,
-                    PAGE,
-                    Deltas::AsStreamed,
-                )
-                .await?;
-            for event in &page {
-                rendered.extend(renderer.render(event));
-            }
-            match page.last() {
-                Some(last) if page.len() as i64 >= PAGE => after = last.seq,
-                _ => break,
-            }
-        }
+    for event in state.engine.run_events(run).await? {
+        rendered.extend(renderer.render(&event));
     }
     rendered.extend(renderer.settle(run));
     Ok((renderer, rendered))
@@ -149,12 +128,8 @@ pub async fn history(
                 if name.is_some_and(|n| agent.is_some_and(|a| a.has_server_tool(n))) {
                     continue;
                 }
-                let result = match &content {
-                    Content::Text(text) => serde_json::json!(text),
-                    Content::Blocks(blocks) => serde_json::json!(blocks),
-                };
                 vec![PartOut::data(serde_json::json!({"toolResult": {
-                    "toolCallId": tool_call_id, "content": result,
+                    "toolCallId": tool_call_id, "content": content,
                 }}))]
             }
             HistoryMessage::System { .. } => continue,

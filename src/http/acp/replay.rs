@@ -68,31 +68,10 @@ pub async fn replay(
     state: &AppState,
     run: &Run,
 ) -> Result<(RunRenderer, Vec<(FrameId, EventObject)>), AcpError> {
-    const PAGE: i64 = 1000;
     let mut renderer = RunRenderer::new(identity(state, run).await?);
     let mut rendered = Vec::new();
-    for turn in &run.turns {
-        let mut after = -1;
-        loop {
-            let page = state
-                .store
-                .list_events(
-                    &run.tenant_id,
-                    &run.session_id,
-                    Some(turn),
-                    after,
-                    PAGE,
-                    Deltas::AsStreamed,
-                )
-                .await?;
-            for event in &page {
-                rendered.extend(renderer.render(event));
-            }
-            match page.last() {
-                Some(last) if page.len() as i64 >= PAGE => after = last.seq,
-                _ => break,
-            }
-        }
+    for event in state.engine.run_events(run).await? {
+        rendered.extend(renderer.render(&event));
     }
     rendered.extend(renderer.settle(run));
     Ok((renderer, rendered))
