@@ -317,6 +317,16 @@ async fn one_session_is_continued_across_a2a_and_aap_both_ways() {
         )
         .await;
     assert_eq!(turn.body["stopReason"], "end_turn", "{}", turn.text);
+    // And over ACP: its run is a task of the context too.
+    let acp = app
+        .post(
+            "/acp/runs",
+            &token,
+            json!({"agent_name": "echo", "session_id": context,
+                   "input": [{"role": "user", "parts": [{"content": "from ACP"}]}]}),
+        )
+        .await;
+    assert_eq!(acp.body["status"], "completed", "{}", acp.text);
     let history = app
         .get(&format!("/sessions/{context}/history?type=full"), &token)
         .await;
@@ -332,10 +342,26 @@ async fn one_session_is_continued_across_a2a_and_aap_both_ways() {
         .collect();
     assert_eq!(
         texts,
-        ["from A2A", "from A2A", "from AAP", "from AAP"],
+        [
+            "from A2A", "from A2A", "from AAP", "from AAP", "from ACP", "from ACP"
+        ],
         "{}",
         history.text
     );
+    let tasks_here = rpc_ok(
+        &app,
+        "echo",
+        &token,
+        V1,
+        "ListTasks",
+        json!({"contextId": context, "includeArtifacts": true}),
+    )
+    .await;
+    assert_eq!(
+        tasks_here["totalSize"], 2,
+        "the A2A task and the ACP run: {tasks_here}"
+    );
+    assert_eq!(artifact_text(&tasks_here["tasks"][0]), "from ACP");
 
     // Made over AAP, continued over A2A: the task is in that context, and lists there.
     let session = app
