@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::agent_loop;
 use super::error::EngineError;
+use super::follow::Follow;
 use super::runner::{Engine, RunPart, StartedTurn, TurnRequest};
 use crate::model::{
     Event, Run, RunId, RunStatus, SessionId, StreamMode, TenantId, Turn, TurnId, TurnStatus, Usage,
@@ -49,6 +50,38 @@ impl Engine {
             .admit(tenant, &run.session_id, request, RunPart::Resume(*id))
             .await?;
         Ok((self.get_run(tenant, id).await?, started))
+    }
+
+    /// The run's events as one stream: its turns' events from the log, deltas as they were
+    /// streamed, each turn followed live until it stops; `started`, a turn this process
+    /// just started, is followed from its live subscription instead.
+    pub fn follow_run(
+        &self,
+        run: &Run,
+        started: Option<StartedTurn>,
+    ) -> impl futures_util::Stream<Item = Result<Arc<Event>, StoreError>> + use<> {
+        use futures_util::StreamExt;
+        use futures_util::stream::LocalBoxStream;
+        let live = started.as_ref().map(|s| s.turn.id);
+        let mut parts: Vec<LocalBoxStream<'static, _>> = run
+            .turns
+            .iter()
+            .filter(|turn| Some(**turn) != live)
+            .map(|turn| {
+                self.follow(Follow {
+                    tenant: run.tenant_id,
+                    session: run.session_id,
+                    turn: Some(*turn),
+                    after: -1,
+                    deltas: Deltas::AsStreamed,
+                })
+                .boxed_local()
+            })
+            .collect();
+        if let Some(started) = started {
+            parts.push(self.follow_started(started).boxed_local());
+        }
+        futures_util::stream::iter(parts).flatten()
     }
 
     /// Every stored event of the run's turns, in order, deltas as they were streamed (so a

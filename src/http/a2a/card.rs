@@ -7,7 +7,6 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
 use super::error::A2aError;
-use super::version::Version;
 use crate::agents::Agent;
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -177,9 +176,4 @@ pub async fn get_default_card(
     .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))?;
     let base = crate::http::forwarded::base_url(&req, &state.settings);
     Ok(card_response(&req, &card(&agent, &base)))
-}
-
-/// The extended card: the card as an authenticated caller sees it.
-pub fn extended_card(agent: &Agent, base: &str, _version: Version) -> Value {
-    card(agent, base)
 }

@@ -190,7 +190,7 @@ async fn dispatch(
     req: &HttpRequest,
     base: &str,
 ) -> Result<Reply, A2aError> {
-    let version = call.version;
+    let _version = call.version;
     Ok(match method {
         Method::Send => call.send_message(params, false).await?,
         Method::Stream => call.send_message(params, true).await?,
@@ -204,7 +204,7 @@ async fn dispatch(
         Method::PushDelete => Reply::Json(push::delete(call, params).await?),
         Method::ExtendedCard => {
             params::check_tenant(params, &call.tenant)?;
-            Reply::Json(card::extended_card(&call.agent, base, version))
+            Reply::Json(card::card(&call.agent, base))
         }
     })
 }

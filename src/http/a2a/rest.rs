@@ -113,7 +113,7 @@ async fn execute(
         Op::ExtendedCard => {
             params::check_tenant(&params, &call.tenant)?;
             let base = crate::http::forwarded::base_url(&req, &state.settings);
-            Reply::Json(card::extended_card(&call.agent, &base, version))
+            Reply::Json(card::card(&call.agent, &base))
         }
     };
     Ok(match reply {

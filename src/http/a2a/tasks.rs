@@ -1,9 +1,6 @@
 //! Tasks are engine runs, contexts sessions: finding them for a caller, and rendering a
 //! task from its log (its state now, or its events as a stream, replayed then live).
 
-use std::sync::Arc;
-
-use futures_util::stream::LocalBoxStream;
 use futures_util::{Stream, StreamExt};
 
 use super::error::A2aError;
@@ -12,13 +9,12 @@ use super::render::{TaskIdentity, TaskRenderer};
 use super::wire::{Body, MessageOut, PartOut, Role, StreamEvent, Task};
 use crate::agents::Agent;
 use crate::app::AppState;
-use crate::engine::{EngineError, Follow, unscoped_key};
+use crate::engine::{EngineError, unscoped_key};
 use crate::http::frame_id::FrameId;
 use crate::model::{
-    Content, ContentBlock, ContentEncoding, Event, HistoryMessage, Run, RunId, Session, TenantId,
-    TurnId,
+    Content, ContentBlock, ContentEncoding, HistoryMessage, Run, RunId, Session, TenantId, TurnId,
 };
-use crate::store::{Deltas, StoreError};
+use crate::store::StoreError;
 
 /// A context's id: the client's own id for the session when it named it, else the
 /// session's id.
@@ -217,24 +213,7 @@ pub fn follow(
     identity: TaskIdentity,
     after: FrameId,
 ) -> impl Stream<Item = (FrameId, StreamEvent)> + 'static {
-    type Events = LocalBoxStream<'static, Result<Arc<Event>, StoreError>>;
-    let engine = state.engine.clone();
-    let parts: Vec<Events> = run
-        .turns
-        .iter()
-        .map(|turn| {
-            engine
-                .follow(Follow {
-                    tenant: run.tenant_id,
-                    session: run.session_id,
-                    turn: Some(*turn),
-                    after: -1,
-                    deltas: Deltas::AsStreamed,
-                })
-                .boxed_local()
-        })
-        .collect();
-    let events = futures_util::stream::iter(parts).flatten();
+    let events = state.engine.follow_run(run, None);
     let settled = run.clone();
     async_stream::stream! {
         let mut renderer = TaskRenderer::new(identity);

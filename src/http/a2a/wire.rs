@@ -141,12 +141,7 @@ impl PartOut {
                 }
                 Body::Data(data) => {
                     out.insert("kind".into(), json!("data"));
-                    // 0.3's data is an object.
-                    let data = match data {
-                        Value::Object(_) => data.clone(),
-                        other => json!({ "value": other }),
-                    };
-                    out.insert("data".into(), data);
+                    out.insert("data".into(), object_data(data));
                 }
                 Body::Raw(_) | Body::Url(_) => {
                     let mut file = Map::new();
@@ -170,11 +165,7 @@ impl PartOut {
                     out.insert("text".into(), json!(text));
                 }
                 Body::Data(data) => {
-                    let data = match data {
-                        Value::Object(_) => data.clone(),
-                        other => json!({ "value": other }),
-                    };
-                    out.insert("data".into(), json!({ "data": data }));
+                    out.insert("data".into(), json!({ "data": object_data(data) }));
                 }
                 Body::Raw(_) | Body::Url(_) => {
                     let mut file = Map::new();
@@ -400,6 +391,14 @@ impl StreamEvent {
                 }
             }
         }
+    }
+}
+
+/// Data as 0.3 holds it, an object: any other value as `{"value": …}`.
+fn object_data(data: &Value) -> Value {
+    match data {
+        Value::Object(_) => data.clone(),
+        other => json!({ "value": other }),
     }
 }
 

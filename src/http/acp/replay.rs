@@ -1,10 +1,7 @@
 //! A run rendered from the log: its current state, its events as a list, or its events
 //! as an SSE stream (replayed from the log, then live).
 
-use std::sync::Arc;
-
 use actix_web::http::header;
-use futures_util::stream::LocalBoxStream;
 use futures_util::{Stream, StreamExt};
 
 use super::error::{AcpError, OrAcpNotFound};
@@ -12,12 +9,10 @@ use super::render::{RunIdentity, RunRenderer};
 use super::sessions::session_uuid;
 use super::wire::EventObject;
 use crate::app::AppState;
-use crate::engine::{EngineError, Follow, StartedTurn};
+use crate::engine::{EngineError, StartedTurn};
 use crate::http::frame_id::FrameId;
 use crate::http::sse::{self, Frame};
-use crate::model::{Event, Run, RunId, TenantId, TurnId};
-use crate::store::Deltas;
-use crate::store::StoreError;
+use crate::model::{Run, RunId, TenantId, TurnId};
 
 /// The response header naming a run.
 pub const RUN_ID_HEADER: &str = "run-id";
@@ -95,29 +90,7 @@ pub fn stream(
     started: Option<StartedTurn>,
     cursor: Cursor,
 ) -> impl Stream<Item = AcpFrame> + 'static {
-    type Events = LocalBoxStream<'static, Result<Arc<Event>, StoreError>>;
-    let engine = state.engine.clone();
-    let live_turn = started.as_ref().map(|s| s.turn.id);
-    let mut parts: Vec<Events> = run
-        .turns
-        .iter()
-        .filter(|t| Some(*t) != live_turn.as_ref())
-        .map(|turn| {
-            engine
-                .follow(Follow {
-                    tenant: run.tenant_id,
-                    session: run.session_id,
-                    turn: Some(*turn),
-                    after: -1,
-                    deltas: Deltas::AsStreamed,
-                })
-                .boxed_local()
-        })
-        .collect();
-    if let Some(started) = started {
-        parts.push(engine.follow_started(started).boxed_local());
-    }
-    let events = futures_util::stream::iter(parts).flatten();
+    let events = state.engine.follow_run(run, started);
     let settled = run.clone();
     async_stream::stream! {
         let mut renderer = RunRenderer::new(identity);
