@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 mod agents;
 mod auth;
+mod console;
 mod engine;
 mod mcp;
 mod metrics;
@@ -29,6 +30,7 @@ mod webhooks;
 pub use crate::model::{CompactionStrategy, HistoryType};
 pub use agents::{AgentSettings, HistorySettings, ImageInput};
 pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings, parse_key};
+pub use console::ConsoleSettings;
 pub use engine::EngineSettings;
 pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
 pub use metrics::MetricsSettings;
@@ -63,6 +65,7 @@ pub struct Settings {
     pub agentscope: AgentScopeSettings,
     pub a2a: A2aSettings,
     pub webhooks: WebhooksSettings,
+    pub console: ConsoleSettings,
     #[serde(default)]
     pub mcp_servers: Vec<McpServerSettings>,
     #[serde(default)]
@@ -279,6 +282,7 @@ impl Settings {
         self.auth.validate()?;
         self.engine.validate()?;
         self.webhooks.validate()?;
+        self.console.validate()?;
         if !(1..=60).contains(&self.quotas.burst_seconds) {
             return Err(ConfigError::new(
                 "quotas.burst_seconds",

@@ -7,6 +7,7 @@ mod admin;
 mod agentscope;
 mod body;
 mod caller;
+mod console;
 pub mod cors;
 mod cursor;
 mod docs;
@@ -20,7 +21,9 @@ pub mod openapi;
 mod ops;
 mod pagination;
 pub mod ratelimit;
+mod runs;
 mod sse;
+mod usage;
 mod webhooks;
 
 use actix_web::body::{BoxBody, MessageBody};
@@ -182,6 +185,15 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .post(aap::turns::cancel_turn),
         )
         .service(web::resource("/sessions/{session_id}/events").get(aap::events::session_events))
+        .service(
+            web::resource("/sessions/{session_id}/turns/{turn_id}/log").get(aap::log::get_turn_log),
+        )
+        // the tenant's runs (ACP runs, A2A tasks), usage and quotas
+        .service(web::resource("/runs").get(runs::list_runs))
+        .service(web::resource("/usage").get(usage::get_usage))
+        .service(web::resource("/quotas").get(usage::get_quotas))
+        // the browser console, where `[console]` puts it
+        .configure(|cfg| console::configure(cfg, &settings.console))
         // The AgentScope Runtime Agent API
         .service(
             web::scope("/agentscope")

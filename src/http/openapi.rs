@@ -34,7 +34,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{Content, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{a2a, aap, acp, admin, agentscope, docs, files, login, ops, webhooks};
+use super::{a2a, aap, acp, admin, agentscope, docs, files, login, ops, runs, usage, webhooks};
 
 /// Untagged enums whose variants can describe the same value (a variant of optional
 /// fields, or of any JSON): `anyOf`, since the value is whichever fits first.
@@ -111,6 +111,10 @@ pub const METRICS: &str = "metrics";
         aap::turns::turn_events,
         aap::turns::cancel_turn,
         aap::events::session_events,
+        aap::log::get_turn_log,
+        runs::list_runs,
+        usage::get_usage,
+        usage::get_quotas,
         agentscope::process::process,
         agentscope::process::process_with_agent,
         agentscope::process::response_events,
@@ -150,6 +154,7 @@ pub const METRICS: &str = "metrics";
         (name = "AgentScope", description = "The AgentScope Runtime Agent API"),
         (name = "ACP", description = "The Agent Communication Protocol; errors are `{code, message, data}`"),
         (name = "A2A", description = "The Agent2Agent protocol, 1.0 and 0.3: JSON-RPC at `/a2a/{agent}`, HTTP+JSON under it (0.3's under `/a2a/{agent}/v1`); REST errors are `google.rpc.Status` bodies"),
+        (name = "tenant", description = "The calling tenant's own usage and quotas"),
         (name = "admin", description = "Tenants, their credentials and API tokens, usage"),
         (name = "webhooks", description = "A tenant's webhook endpoints (Standard Webhooks signatures), their deliveries and replays"),
         (name = "authentication", description = "Tenant tokens from client credentials"),

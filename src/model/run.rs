@@ -44,7 +44,7 @@ impl Run {
 /// `created`: its first turn is queued. `running`: a turn of it is queued or running after
 /// it started. `awaiting`: its last turn stopped on tool calls the client must answer.
 /// A run awaiting calls that a turn outside it answered is `completed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Created,

@@ -34,6 +34,7 @@ mod stamp;
 mod tenants;
 mod tokens;
 mod turns;
+mod usage;
 mod webhook_deliveries;
 mod webhook_outbox;
 mod webhooks;
@@ -50,6 +51,7 @@ pub use runs::RunLink;
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
 pub use turns::{Remembered, UsageTotals};
+pub use usage::DayUsage;
 pub use webhook_deliveries::{AttemptOutcome, Outbound};
 pub use webhooks::{EndpointChange, SealedSecrets};
 

@@ -166,7 +166,7 @@ fn js_sdk() -> Result<PathBuf, String> {
 
 /// `INSTALLS/name`, filled by `install` unless a previous install of the same `version` is
 /// complete there.
-fn installed(
+pub(crate) fn installed(
     name: &str,
     version: &str,
     install: impl FnOnce(&Path) -> Result<(), String>,
@@ -201,12 +201,12 @@ fn installed(
     }
 }
 
-fn write(path: &Path, contents: &str) -> Result<(), String> {
+pub(crate) fn write(path: &Path, contents: &str) -> Result<(), String> {
     std::fs::write(path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Runs an install step; `what` says what it needs when it fails.
-fn run(command: &mut Command, what: &str) -> Result<(), String> {
+pub(crate) fn run(command: &mut Command, what: &str) -> Result<(), String> {
     let output = command
         .stdin(Stdio::null())
         .output()

@@ -2,6 +2,7 @@
 
 pub mod events;
 pub mod history;
+pub mod log;
 pub mod meta;
 pub mod parts;
 mod render;

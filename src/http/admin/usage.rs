@@ -1,32 +1,15 @@
 //! `GET /admin/tenants/{id}/usage?from=&to=`: what a tenant's turns consumed.
 
 use actix_web::{HttpResponse, web};
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::error::ApiError;
 use crate::http::AdminAuth;
-use crate::store::UsageTotals;
+use crate::http::usage::{UsageQuery, usage_report};
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct UsageQuery {
-    from: Option<DateTime<Utc>>,
-    to: Option<DateTime<Utc>>,
-}
-
-#[derive(Serialize)]
-struct UsageReport {
-    tenant_id: String,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    #[serde(flatten)]
-    totals: UsageTotals,
-}
-
-/// Turns created in `[from, to)`; `from` defaults to the epoch, `to` to now.
+/// Turns created in `[from, to)`, in total and per day; `from` defaults to the epoch, `to`
+/// to now.
 #[utoipa::path(get, path = "/admin/tenants/{tenant_id}/usage", tag = "admin", operation_id = "admin_get_usage",
     security(("admin" = [])),
     params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)"), UsageQuery),
@@ -42,19 +25,6 @@ pub async fn get_usage(
     query: web::Query<UsageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
-    let from = query.from.unwrap_or(DateTime::UNIX_EPOCH);
-    let to = query.to.unwrap_or_else(crate::model::now);
-    if from >= to {
-        return Err(ApiError::new(
-            ErrorCode::InvalidQuery,
-            "from: must be before to",
-        ));
-    }
-    let totals = state.store.sum_usage(&tenant, from, to).await?;
-    Ok(HttpResponse::Ok().json(UsageReport {
-        tenant_id: tenant.to_string(),
-        from,
-        to,
-        totals,
-    }))
+    let report = usage_report(&state, tenant, &query).await?;
+    Ok(HttpResponse::Ok().json(report))
 }

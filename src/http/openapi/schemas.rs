@@ -182,6 +182,43 @@ pub struct UsageReport {
     pub output_tokens: u64,
     pub tool_calls: u64,
     pub wall_ms: u64,
+    /// The same per UTC day that has turns, oldest first.
+    pub days: Vec<DayUsage>,
+}
+
+/// What a tenant's turns created on one UTC day consumed.
+#[derive(Serialize, ToSchema)]
+pub struct DayUsage {
+    /// The day, `YYYY-MM-DD`.
+    #[schema(format = Date)]
+    pub date: String,
+    pub turns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub tool_calls: u64,
+    pub wall_ms: u64,
+}
+
+/// The quotas the calling tenant is held to and what is left of them.
+#[derive(Serialize, ToSchema)]
+pub struct TenantQuotaReport {
+    pub tenant_id: TenantId,
+    /// The limits in force (`null`: unlimited).
+    pub quotas: QuotaValues,
+    /// What the two counted quotas have used: tokens of today's turns (since 00:00 UTC)
+    /// and sessions kept.
+    pub used: QuotaUse,
+    /// What may still be used of each bounded quota: the per-minute quotas as the
+    /// `RateLimit` header reports them, `tokens_per_day` and `stored_sessions` counted now;
+    /// `null` for an unlimited quota and for `concurrent_turns` and `queued_turns`.
+    pub remaining: QuotaValues,
+}
+
+/// What the counted quotas have used.
+#[derive(Serialize, ToSchema)]
+pub struct QuotaUse {
+    pub tokens_per_day: u64,
+    pub stored_sessions: u64,
 }
 
 // ---- AAP ----

@@ -1,0 +1,418 @@
+// Drives agentry's console in Debian's Chromium through Playwright, against a running
+// agentry (started by tests/api/console.rs), and checks what a person would see.
+//
+//   node console_test.mjs <packages dir> <base url> <settings json>
+//
+// settings: {adminSecret, clientId, clientSecret, screenshots}. Prints "step ok: …" per step
+// and ends with "all steps passed"; any failure exits non-zero with what went wrong.
+
+import { createRequire } from 'node:module';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+
+const [packages, base, settingsJson] = process.argv.slice(2);
+const settings = JSON.parse(settingsJson);
+const require = createRequire(join(packages, 'node_modules', 'package.json'));
+const { chromium } = require('playwright-core');
+const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+const CONSOLE = `${base}/console/`;
+const WIDE = { width: 1280, height: 900 };
+const NARROW = { width: 390, height: 844 };
+const TIMEOUT = 30_000;
+mkdirSync(settings.screenshots, { recursive: true });
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run',
+  ],
+});
+
+/** Problems any page showed: dialogs (a script ran) and console errors. */
+const problems = [];
+
+async function newPage(options = {}) {
+  const context = await browser.newContext({ viewport: WIDE, ...options });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  page.on('dialog', async (dialog) => {
+    problems.push(`a dialog opened: ${dialog.type()} ${dialog.message()}`);
+    await dialog.dismiss();
+  });
+  page.on('console', (message) => {
+    if (message.type() === 'error') problems.push(`console error: ${message.text()} at ${page.url()}`);
+  });
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  // Only this server is ever contacted: no CDN, no other host.
+  page.on('request', (request) => {
+    if (!request.url().startsWith(base) && !request.url().startsWith('data:')) {
+      problems.push(`a request left the server: ${request.url()}`);
+    }
+  });
+  return { context, page };
+}
+
+async function step(name, run) {
+  const started = Date.now();
+  await run();
+  console.log(`step ok: ${name} (${Date.now() - started} ms)`);
+}
+
+/** Screenshots at both widths, and axe-core with no serious or critical violation. */
+async function check(page, name, { dark = false } = {}) {
+  await page.evaluate(axeSource);
+  const result = await page.evaluate(() =>
+    // eslint-disable-next-line no-undef
+    axe.run(document, { resultTypes: ['violations'] }),
+  );
+  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(
+    bad.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`),
+    [],
+    `accessibility violations on ${name}`,
+  );
+  await page.screenshot({ path: join(settings.screenshots, `${name}-1280.png`), fullPage: true });
+  await page.setViewportSize(NARROW);
+  await page.screenshot({ path: join(settings.screenshots, `${name}-390.png`), fullPage: true });
+  // Nothing wider than the screen at 390 px but scrollable tables.
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `${name} is ${overflow} px wider than a 390 px screen`);
+  await page.setViewportSize(WIDE);
+  if (dark) {
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.screenshot({ path: join(settings.screenshots, `${name}-1280-dark.png`), fullPage: true });
+    await page.setViewportSize(NARROW);
+    await page.screenshot({ path: join(settings.screenshots, `${name}-390-dark.png`), fullPage: true });
+    await page.setViewportSize(WIDE);
+    await page.emulateMedia({ colorScheme: 'light' });
+  }
+}
+
+async function api(token, method, path, body) {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  assert.ok(response.ok, `${method} ${path}: ${response.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function sseIds(token, path) {
+  const response = await fetch(`${base}${path}`, { headers: { Authorization: `Bearer ${token}` } });
+  assert.equal(response.status, 200, `${path}`);
+  const text = await response.text();
+  return [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+}
+
+const agentText = (page) =>
+  page.evaluate(() => {
+    const entries = [...document.querySelectorAll('[data-testid="transcript"] .entry-assistant .markdown')];
+    return entries.length ? entries[entries.length - 1].textContent.trim() : '';
+  });
+
+async function waitForStop(page, reason = 'end_turn') {
+  await page.getByTestId('turn-stop').filter({ hasText: reason }).waitFor();
+}
+
+async function startSession(page, agent, { tools = [] } = {}) {
+  await page.goto(`${CONSOLE}#/chat`);
+  await page.getByLabel('Agent', { exact: true }).selectOption(agent);
+  for (const tool of tools) await page.getByLabel(`Enable ${tool}`).check();
+  await page.getByRole('button', { name: 'Start session' }).click();
+  await page.waitForURL(/#\/chat\/sess_/);
+  await page.getByLabel('Message', { exact: true }).waitFor();
+  return page.url().match(/#\/chat\/(sess_[0-9a-f]+)/)[1];
+}
+
+async function send(page, text) {
+  await page.getByLabel('Message', { exact: true }).fill(text);
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
+}
+
+// ---------------------------------------------------------------------------------------
+
+const { context: tenantContext, page } = await newPage();
+let token;
+let echoSession;
+let echoTurn;
+
+await step('the console is served with a strict policy and loads nothing from elsewhere', async () => {
+  const response = await page.goto(`${base}/console`);
+  assert.equal(response.status(), 200);
+  assert.equal(page.url(), CONSOLE, 'the bare path redirects to the page');
+  const csp = response.headers()['content-security-policy'];
+  assert.match(csp, /script-src 'self'/);
+  assert.match(csp, /style-src 'self'/);
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  await page.getByRole('heading', { name: 'agentry console' }).waitFor();
+  await check(page, 'login', { dark: true });
+});
+
+await step('log in with a client id and secret; the token stays in session storage', async () => {
+  await page.getByLabel('Client id', { exact: true }).fill(settings.clientId);
+  await page.getByLabel('Client secret', { exact: true }).fill(settings.clientSecret);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('heading', { name: 'New session' }).waitFor();
+  const stored = await page.evaluate(() => JSON.parse(sessionStorage.getItem('agentry.console.login')));
+  token = stored.token;
+  assert.equal(stored.role, 'tenant');
+  assert.equal((await tenantContext.cookies()).length, 0, 'no cookie');
+  assert.ok(!page.url().includes(token), 'the token is not in the URL');
+  assert.equal(await page.evaluate(() => localStorage.getItem('agentry.console.login')), null);
+  await check(page, 'chat-new-session', { dark: true });
+});
+
+await step('chat with echo in delta mode: the reply streams in', async () => {
+  echoSession = await startSession(page, 'echo');
+  // Record the agent's text as it grows.
+  await page.evaluate(() => {
+    window.__lengths = [];
+    new MutationObserver(() => {
+      const entries = document.querySelectorAll('[data-testid="transcript"] .entry-assistant .markdown');
+      const last = entries[entries.length - 1];
+      if (last) window.__lengths.push(last.textContent.length);
+    }).observe(document.body, { subtree: true, childList: true, characterData: true });
+  });
+  const message = 'Streaming works: each delta of this reply arrives on its own, in order.';
+  await send(page, message);
+  await waitForStop(page);
+  assert.equal(await agentText(page), message);
+  const lengths = [...new Set(await page.evaluate(() => window.__lengths))];
+  assert.ok(lengths.length >= 4, `the reply arrived in pieces (lengths seen: ${lengths})`);
+  assert.deepEqual(lengths, [...lengths].sort((a, b) => a - b), 'the reply only grew');
+  const turns = await api(token, 'GET', `/sessions/${echoSession}/turns`);
+  echoTurn = turns.turns[0].turnId;
+  await check(page, 'chat-conversation', { dark: true });
+});
+
+await step('a long turn reloaded mid-turn continues to its end with no gap and no duplicate', async () => {
+  await startSession(page, 'slow');
+  const message = Array.from({ length: 16 }, (_, i) => `part ${String(i).padStart(2, '0')} of a long reply;`).join(' ');
+  const resumes = [];
+  page.on('request', (request) => {
+    if (/\/turns\/turn_[0-9a-f]+\/events/.test(request.url())) resumes.push(request.headers()['last-event-id']);
+  });
+  await send(page, message);
+  await page.waitForFunction(() => {
+    const entries = document.querySelectorAll('[data-testid="transcript"] .entry-assistant .markdown');
+    return entries.length && entries[entries.length - 1].textContent.length >= 40;
+  });
+  const before = await agentText(page);
+  assert.ok(before.length < message.length, 'reloaded before the end');
+  await page.reload();
+  await waitForStop(page);
+  assert.equal(await agentText(page), message, 'the whole reply, once');
+  assert.ok(resumes.length >= 1 && Number(resumes[0]) > 0, `resumed after an event id (Last-Event-ID ${resumes})`);
+  const userEntries = await page.locator('[data-testid="transcript"] .entry-user').count();
+  assert.equal(userEntries, 1, 'the question is shown once');
+});
+
+await step('an untrusted server tool asks permission: approve one, deny another', async () => {
+  await startSession(page, 'tooly', { tools: ['clock', 'calculator'] });
+  await send(page, 'What time is it?');
+  await page.getByRole('button', { name: 'Approve clock' }).waitFor();
+  await check(page, 'chat-permission');
+  await page.getByRole('button', { name: 'Approve clock' }).click();
+  await waitForStop(page);
+  assert.equal(await agentText(page), 'It is about now.');
+  const clockResult = await page.locator('[data-tool-call="call_clock"] [data-testid="tool-result"]').textContent();
+  assert.match(clockResult, /\d{4}-\d{2}-\d{2}/, `the clock ran: ${clockResult}`);
+  await send(page, 'Add two and two.');
+  await page.getByRole('button', { name: 'Deny calculator' }).click();
+  await waitForStop(page);
+  assert.equal(await agentText(page), 'Fine, I will not.');
+  const denied = await page.locator('[data-tool-call="call_calc"] [data-testid="tool-result"]').textContent();
+  assert.match(denied, /denied/i);
+  // After a reload the stored history shows the same.
+  await page.reload();
+  await page.locator('[data-tool-call="call_calc"] [data-testid="tool-result"]').waitFor();
+  assert.match(await page.locator('[data-tool-call="call_calc"] [data-testid="tool-result"]').textContent(), /denied/i);
+});
+
+await step('the turn inspector lists the events of a turn with the ids the API returns', async () => {
+  await page.goto(`${CONSOLE}#/turns/${echoSession}/${echoTurn}`);
+  await page.getByTestId('event-table').waitFor();
+  const shown = await page.$$eval('[data-testid="event-table"] tbody tr', (rows) => rows.map((r) => Number(r.dataset.eventId)));
+  const log = await api(token, 'GET', `/sessions/${echoSession}/turns/${echoTurn}/log`);
+  assert.deepEqual(shown, log.events.map((e) => e.id));
+  const streamed = await sseIds(token, `/sessions/${echoSession}/turns/${echoTurn}/events?stream=delta`);
+  assert.ok(streamed.length > 2 && streamed.every((id) => shown.includes(id)), `every streamed id is listed: ${streamed} in ${shown}`);
+  const kinds = await page.$$eval('[data-testid="event-table"] tbody tr td:nth-child(2)', (cells) => cells.map((c) => c.textContent));
+  assert.equal(kinds[0], 'turn_start');
+  assert.equal(kinds[kinds.length - 1], 'turn_stop');
+  // Replay after the third event: exactly the streamed frames after it.
+  const from = shown[2];
+  await page.getByRole('button', { name: `Replay after ${from}`, exact: true }).click();
+  await page.getByRole('button', { name: 'Replay', exact: true }).click();
+  await page.getByText(/\d+ frames/).waitFor();
+  const replayed = await page.$$eval('[data-testid="replay-frames"] li code:first-child', (codes) =>
+    codes.map((c) => Number(c.textContent.replace('id: ', ''))),
+  );
+  assert.deepEqual(replayed, streamed.filter((id) => id > from));
+  await check(page, 'turn-inspector', { dark: true });
+});
+
+await step('markup in a message renders as text and runs nothing', async () => {
+  await page.goto(`${CONSOLE}#/chat/${echoSession}`);
+  const hostile = '<img src=x onerror=alert(1)> and <script>alert(2)</script> **bold**';
+  await send(page, hostile);
+  await waitForStop(page);
+  const transcript = page.getByTestId('transcript');
+  assert.equal(await transcript.locator('img').count(), 0, 'no image element');
+  assert.equal(await transcript.locator('script').count(), 0, 'no script element');
+  assert.match(await agentText(page), /<img src=x onerror=alert\(1\)> and <script>alert\(2\)<\/script> bold/);
+  assert.equal(await transcript.locator('.entry-assistant strong').last().textContent(), 'bold', 'markdown still renders');
+  assert.match(await transcript.locator('.entry-user').last().textContent(), /<img src=x onerror=alert\(1\)>/);
+});
+
+await step('sessions: a page of sessions, full and compacted history side by side, secrets as ***', async () => {
+  await api(token, 'POST', '/sessions', { agent: { name: 'echo', options: { api_key: 'sk-never-shown' } } });
+  await page.goto(`${CONSOLE}#/sessions`);
+  await page.getByRole('heading', { name: 'Sessions' }).waitFor();
+  await page.locator('tbody tr').first().waitFor();
+  await check(page, 'sessions', { dark: true });
+  await page.goto(`${CONSOLE}#/sessions/${echoSession}`);
+  await page.getByRole('heading', { name: 'Full history' }).waitFor();
+  await page.getByRole('heading', { name: 'Compacted history' }).waitFor();
+  await check(page, 'session-detail');
+  const newest = (await api(token, 'GET', '/sessions?limit=1')).sessions[0].sessionId;
+  await page.goto(`${CONSOLE}#/sessions/${newest}`);
+  const options = await page.getByLabel('Options (secrets read back as ***)').textContent();
+  assert.match(options, /"api_key": "\*\*\*"/);
+  assert.ok(!(await page.content()).includes('sk-never-shown'), 'the secret is never on the page');
+  await page.getByRole('button', { name: 'Delete session' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Delete session' }).click();
+  await page.waitForURL(/#\/sessions$/);
+  const gone = await fetch(`${base}/sessions/${newest}`, { headers: { Authorization: `Bearer ${token}` } });
+  assert.equal(gone.status, 404, 'deleted');
+});
+
+await step('runs and tasks: a run with its status and a link to its turn', async () => {
+  const run = await api(token, 'POST', '/acp/runs', {
+    agent_name: 'echo',
+    input: [{ role: 'user', parts: [{ content: 'A run.', content_type: 'text/plain' }] }],
+    mode: 'sync',
+  });
+  await page.goto(`${CONSOLE}#/runs`);
+  const row = page.locator('tr', { hasText: String(run.run_id).replace(/-/g, '').replace(/^run_/, '') });
+  await row.first().waitFor();
+  assert.match(await row.first().textContent(), /completed/);
+  await check(page, 'runs', { dark: true });
+  await row.first().locator('a[href*="#/turns/"]').first().click();
+  await page.getByTestId('event-table').waitFor();
+});
+
+await step('webhooks: an endpoint, its secret shown once, its deliveries with attempts and errors', async () => {
+  await page.goto(`${CONSOLE}#/webhooks`);
+  await page.getByLabel('URL').fill('http://127.0.0.1:9/hook');
+  await page.getByLabel('Description').fill('nobody listens');
+  await page.getByRole('button', { name: 'Add endpoint' }).click();
+  const secret = await page.getByTestId('shown-once').textContent();
+  assert.match(secret, /^whsec_/);
+  await page.getByRole('button', { name: 'Done' }).click();
+  assert.ok(!(await page.content()).includes(secret), 'the secret is gone once dismissed');
+  // A turn makes a delivery, whose attempts fail: nobody listens on port 9.
+  await api(token, 'POST', `/sessions/${echoSession}/turns`, { messages: [{ role: 'user', content: 'ping' }] });
+  await page.reload();
+  await page.getByRole('button', { name: 'Deliveries' }).click();
+  await page.getByRole('heading', { name: /Deliveries of/ }).waitFor();
+  await page.getByRole('button', { name: /^Replay msg_|^Replay / }).first().waitFor();
+  await check(page, 'webhooks', { dark: true });
+  await page.getByRole('button', { name: 'Rotate secret' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Rotate secret' }).click();
+  const rotated = await page.getByTestId('shown-once').textContent();
+  assert.match(rotated, /^whsec_/);
+  assert.notEqual(rotated, secret);
+});
+
+await step('usage and quotas: a chart of the days and what is left', async () => {
+  await page.goto(`${CONSOLE}#/usage`);
+  await page.locator('.chart canvas').waitFor();
+  await page.locator('[data-quota="tokens_per_day"]').waitFor();
+  await check(page, 'usage', { dark: true });
+});
+
+// ---- admin ----
+
+const { page: admin } = await newPage();
+let tenantId;
+let issued;
+const hostileName = '<img src=x onerror=alert(3)><script>alert(4)</script>';
+
+await step('admin: create a tenant whose name is markup, shown as text', async () => {
+  await admin.goto(CONSOLE);
+  await admin.getByLabel('Client id', { exact: true }).fill('admin');
+  await admin.getByLabel('Client secret', { exact: true }).fill(settings.adminSecret);
+  await admin.getByRole('button', { name: 'Log in' }).click();
+  await admin.getByRole('heading', { name: 'Tenants' }).waitFor();
+  await admin.getByLabel('Name').fill(hostileName);
+  await admin.getByRole('button', { name: 'Create tenant' }).click();
+  await admin.waitForURL(/#\/admin\/tenants\/ten_/);
+  tenantId = admin.url().match(/(ten_[0-9a-f]+)/)[1];
+  assert.equal(await admin.getByTestId('tenant-name').textContent(), hostileName);
+  assert.equal(await admin.locator('main img').count(), 0);
+  await check(admin, 'admin-tenant', { dark: true });
+  await admin.getByRole('link', { name: '← Tenants' }).click();
+  await admin.getByRole('link', { name: hostileName }).waitFor();
+  await check(admin, 'admin-tenants', { dark: true });
+});
+
+await step('admin: issue a token, shown once', async () => {
+  await admin.goto(`${CONSOLE}#/admin/tenants/${tenantId}`);
+  await admin.getByLabel('Name', { exact: true }).first().waitFor();
+  await admin.locator('#token-name').fill('console test');
+  await admin.getByRole('button', { name: 'Issue token' }).click();
+  issued = await admin.getByTestId('shown-once').textContent();
+  assert.equal(issued.split('.').length, 3, 'a JWT');
+  await admin.getByRole('button', { name: 'Done' }).click();
+  assert.ok(!(await admin.content()).includes(issued), 'shown once only');
+  await admin.reload();
+  await admin.getByRole('heading', { name: 'Tokens' }).waitFor();
+  await admin.locator('li', { hasText: 'console test' }).waitFor();
+  assert.ok(!(await admin.content()).includes(issued), 'never shown again');
+});
+
+await step('the issued token opens the tenant pages', async () => {
+  const { page: other } = await newPage();
+  await other.goto(CONSOLE);
+  await other.getByLabel('Paste a token').check();
+  await other.getByLabel('Bearer token').fill(issued);
+  await other.getByRole('button', { name: 'Log in' }).click();
+  await other.getByRole('heading', { name: 'New session' }).waitFor();
+  await other.getByText('No sessions yet.').waitFor();
+  await other.context().close();
+});
+
+await step('admin: suspend the tenant; its chat page then says so', async () => {
+  await admin.getByRole('button', { name: 'Suspend tenant' }).click();
+  await admin.getByRole('dialog').getByRole('button', { name: 'Suspend tenant' }).click();
+  await admin.getByText('suspended', { exact: true }).first().waitFor();
+  const { page: suspended } = await newPage();
+  suspended.removeAllListeners('console'); // the refused requests are logged by the browser
+  await suspended.goto(CONSOLE);
+  await suspended.getByLabel('Paste a token').check();
+  await suspended.getByLabel('Bearer token').fill(issued);
+  await suspended.getByRole('button', { name: 'Log in' }).click();
+  const alert = suspended.getByRole('alert').first();
+  await alert.waitFor();
+  assert.match(await alert.textContent(), /suspended/i);
+  await suspended.screenshot({ path: join(settings.screenshots, 'chat-suspended-1280.png') });
+  await suspended.context().close();
+});
+
+await step('no dialog opened and no script error anywhere', async () => {
+  assert.deepEqual(problems, []);
+});
+
+await browser.close();
+console.log('all steps passed');
