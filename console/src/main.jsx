@@ -59,7 +59,7 @@ function Header({ login, route }) {
         </ul>
       </nav>
       <div class="who">
-        <span class="muted" data-testid="who">
+        <span class="muted who-name" data-testid="who" title={who}>
           {who}
         </span>
         {login.previous && (

@@ -31,9 +31,10 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// How long the driver may take: about a minute on an idle machine.
 const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// `echo` answers at once; `slow` streams one character every 25 ms (a long turn to reload
-/// in the middle of); `tooly` is a scripted model that calls the `clock` and `calculator`
-/// server tools. Webhooks may target loopback, so deliveries are attempted (and fail).
+/// `echo` thinks aloud, then answers in a few deltas; `slow` streams one character every
+/// 25 ms (a long turn to reload, disconnect or cancel in the middle of); `tooly` is a scripted
+/// model that calls the `clock` and `calculator` server tools, then a client tool. Webhooks
+/// may target loopback, so deliveries are attempted (and fail).
 fn config(model: &ScriptedOpenAi) -> String {
     format!(
         r#"
@@ -42,6 +43,7 @@ name = "echo"
 provider = "echo"
 chunk_size = 4
 delay_ms = 15
+thinking = true
 
 [[agents.options]]
 name = "api_key"
@@ -110,6 +112,20 @@ async fn the_console_works_in_a_real_browser() {
         text("Fine, I will not."),
         finish("stop"),
     ]));
+    // The client tool step's turns: a call the user answers by hand, then the answer.
+    model.push(Reply::Stream(vec![
+        tool_fragment(
+            0,
+            Some("call_order"),
+            Some("lookup_order"),
+            r#"{"number": "42"}"#,
+        ),
+        finish("tool_calls"),
+    ]));
+    model.push(Reply::Stream(vec![
+        text("Order 42 has shipped."),
+        finish("stop"),
+    ]));
 
     let db = Arc::new(TestDb::new().await);
     let backend = if db.url().starts_with("sqlite") {
@@ -128,7 +144,10 @@ async fn the_console_works_in_a_real_browser() {
         .await;
     assert_eq!(credential.status, 201, "{}", credential.text);
     let screenshots = screenshot_dir(backend);
+    // The browser reaches the app through a proxy whose connections the driver can cut.
+    let proxy = CuttingProxy::start(&app.address).await;
     let settings = json!({
+        "cut": proxy.cut_url,
         "adminSecret": ADMIN_SECRET,
         "clientId": credential.body["client_id"],
         "clientSecret": credential.body["client_secret"],
@@ -138,10 +157,58 @@ async fn the_console_works_in_a_real_browser() {
     driver
         .arg(DRIVER)
         .arg(&packages)
-        .arg(&app.address)
+        .arg(&proxy.url)
         .arg(settings.to_string());
     run_driver(driver).await;
     println!("screenshots: {}", screenshots.display());
+}
+
+/// A TCP proxy in front of the app: any connection to `cut_url` drops every connection open
+/// through it at that moment, as a network that fails mid-stream does.
+struct CuttingProxy {
+    url: String,
+    cut_url: String,
+}
+
+impl CuttingProxy {
+    async fn start(target: &str) -> CuttingProxy {
+        let target = target.trim_start_matches("http://").to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let control = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = CuttingProxy {
+            url: format!("http://{}", listener.local_addr().unwrap()),
+            cut_url: format!("http://{}/", control.local_addr().unwrap()),
+        };
+        let (cuts, _) = tokio::sync::watch::channel(0u64);
+        let cuts = Arc::new(cuts);
+        let cutter = cuts.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = control.accept().await {
+                cutter.send_modify(|generation| *generation += 1);
+                let _ = tokio::io::AsyncWriteExt::write_all(
+                    &mut socket,
+                    b"HTTP/1.1 204 No Content\r\nAccess-Control-Allow-Origin: *\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            }
+        });
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        proxy
+    }
 }
 
 fn screenshot_dir(backend: &str) -> PathBuf {

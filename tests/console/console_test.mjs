@@ -3,7 +3,8 @@
 //
 //   node console_test.mjs <packages dir> <base url> <settings json>
 //
-// settings: {adminSecret, clientId, clientSecret, screenshots}. Prints "step ok: …" per step
+// settings: {adminSecret, clientId, clientSecret, screenshots, cut} (`cut`: a URL that drops
+// every open connection between the browser and the server). Prints "step ok: …" per step
 // and ends with "all steps passed"; any failure exits non-zero with what went wrong.
 
 import { createRequire } from 'node:module';
@@ -58,6 +59,15 @@ async function newPage(options = {}) {
     }
   });
   return { context, page };
+}
+
+/** Runs `run`, forgiving the browser's logs of the connections it breaks on purpose. */
+async function breakingConnections(run) {
+  const from = problems.length;
+  await run();
+  const broken = /Failed to load resource: net::(ERR_INCOMPLETE_CHUNKED_ENCODING|ERR_CONNECTION_RESET|ERR_EMPTY_RESPONSE)/;
+  const kept = problems.splice(from).filter((problem) => !broken.test(problem));
+  problems.push(...kept);
 }
 
 async function step(name, run) {
@@ -190,6 +200,9 @@ await step('chat with echo in delta mode: the reply streams in', async () => {
   const lengths = [...new Set(await page.evaluate(() => window.__lengths))];
   assert.ok(lengths.length >= 4, `the reply arrived in pieces (lengths seen: ${lengths})`);
   assert.deepEqual(lengths, [...lengths].sort((a, b) => a - b), 'the reply only grew');
+  const thinking = page.locator('[data-testid="transcript"] details.thinking').last();
+  assert.equal(await thinking.getAttribute('open'), null, 'thinking is folded');
+  assert.match(await thinking.textContent(), /Thinking/);
   const turns = await api(token, 'GET', `/sessions/${echoSession}/turns`);
   echoTurn = turns.turns[0].turnId;
   await check(page, 'chat-conversation', { dark: true });
@@ -237,6 +250,84 @@ await step('an untrusted server tool asks permission: approve one, deny another'
   await page.reload();
   await page.locator('[data-tool-call="call_calc"] [data-testid="tool-result"]').waitFor();
   assert.match(await page.locator('[data-tool-call="call_calc"] [data-testid="tool-result"]').textContent(), /denied/i);
+});
+
+await step('a dropped connection resumes from the last event id', async () => {
+  await startSession(page, 'slow');
+  const message = Array.from({ length: 10 }, (_, i) => `piece ${i} of a reply cut off;`).join(' ');
+  const resumes = [];
+  const listener = (request) => {
+    if (/\/turns\/turn_[0-9a-f]+\/events/.test(request.url())) resumes.push(request.headers()['last-event-id']);
+  };
+  page.on('request', listener);
+  await send(page, message);
+  await page.waitForFunction(() => {
+    const entries = document.querySelectorAll('[data-testid="transcript"] .entry-assistant .markdown');
+    return entries.length && entries[entries.length - 1].textContent.length >= 30;
+  });
+  await breakingConnections(async () => {
+    const cut = await fetch(settings.cut); // every connection to the server drops
+    assert.equal(cut.status, 204);
+    await page.getByTestId('turn-state').filter({ hasText: 'Connection lost' }).waitFor();
+    await waitForStop(page);
+  });
+  page.off('request', listener);
+  assert.equal(await agentText(page), message, 'the whole reply, once');
+  assert.ok(resumes.length >= 1 && resumes.every((id) => Number(id) > 0), `resumed after an event id (${resumes})`);
+});
+
+await step('a turn request whose answer was lost is retried with the same Idempotency-Key', async () => {
+  const session = await startSession(page, 'echo');
+  const keys = [];
+  let first = true;
+  await page.route(`**/sessions/${session}/turns`, async (route) => {
+    keys.push(route.request().headers()['idempotency-key']);
+    if (first) {
+      first = false;
+      await route.fetch(); // the server gets it and runs the turn; its answer is lost
+      await route.abort('connectionreset');
+    } else {
+      await route.continue();
+    }
+  });
+  await breakingConnections(async () => {
+    await send(page, 'Said once, sent twice.');
+    await waitForStop(page);
+  });
+  await page.unroute(`**/sessions/${session}/turns`);
+  assert.equal(keys.length, 2, `sent twice: ${keys}`);
+  assert.ok(keys[0] && keys[0] === keys[1], `with one key: ${keys}`);
+  assert.equal(await agentText(page), 'Said once, sent twice.');
+  const turns = await api(token, 'GET', `/sessions/${session}/turns`);
+  assert.equal(turns.turns.length, 1, 'one turn ran');
+});
+
+await step('cancel stops a running turn', async () => {
+  await startSession(page, 'slow');
+  await send(page, 'This reply is long enough to be cancelled before it ends, well before.');
+  await page.waitForFunction(() => {
+    const entries = document.querySelectorAll('[data-testid="transcript"] .entry-assistant .markdown');
+    return entries.length && entries[entries.length - 1].textContent.length >= 5;
+  });
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  await waitForStop(page, 'cancelled');
+  assert.match(await page.getByTestId('turn-stop').textContent(), /error — cancelled/);
+});
+
+await step('a client tool declared as JSON Schema is answered by hand', async () => {
+  await page.goto(`${CONSOLE}#/chat`);
+  await page.getByLabel('Agent', { exact: true }).selectOption('tooly');
+  await page.getByText('Client tools (declared as JSON Schema, answered by you)').click();
+  await page.getByRole('button', { name: 'Insert an example' }).click();
+  await page.getByRole('button', { name: 'Start session' }).click();
+  await page.waitForURL(/#\/chat\/sess_/);
+  await send(page, 'Where is order 42?');
+  const answer = page.getByLabel('Result of lookup_order');
+  await answer.fill('shipped yesterday');
+  await page.getByRole('button', { name: 'Send result' }).click();
+  await waitForStop(page);
+  assert.equal(await agentText(page), 'Order 42 has shipped.');
+  assert.match(await page.locator('[data-tool-call="call_order"] [data-testid="tool-result"]').textContent(), /shipped yesterday/);
 });
 
 await step('the turn inspector lists the events of a turn with the ids the API returns', async () => {

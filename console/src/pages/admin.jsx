@@ -159,7 +159,7 @@ function Tenant({ id }) {
         <h2>Usage</h2>
         <TenantUsage id={id} />
       </section>
-      <Webhooks prefix={`/admin/tenants/${id}`} />
+      <Webhooks prefix={`/admin/tenants/${id}`} nested />
     </div>
   );
 }

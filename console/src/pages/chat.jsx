@@ -36,7 +36,7 @@ function RecentSessions({ current }) {
   const paged = usePaged(async (after) => {
     const page = await api.sessions.list(after, 20);
     return { items: page.sessions, next: page.next };
-  }, []);
+  }, [current]);
   return (
     <>
       <h2 class="small">Sessions</h2>

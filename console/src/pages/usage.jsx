@@ -1,7 +1,7 @@
 // Usage and quotas: tokens and turns per day as a chart, the quotas in force and what is
 // left of them. The admin's tenant view reuses UsageChart with the admin API's report.
 
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import { api } from '../api.js';
 import { ErrorNote, Loading, useLoad } from '../components.jsx';
@@ -38,8 +38,27 @@ function cssVar(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#888';
 }
 
+/** 'light' or 'dark', as the page shows now (the system's choice or the switch's). */
+function useScheme() {
+  const read = () => (getComputedStyle(document.documentElement).colorScheme.includes('dark') ? 'dark' : 'light');
+  const [scheme, setScheme] = useState(read);
+  useEffect(() => {
+    const update = () => setScheme(read());
+    const media = matchMedia('(prefers-color-scheme: dark)');
+    media.addEventListener('change', update);
+    const observer = new MutationObserver(update);
+    observer.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme'] });
+    return () => {
+      media.removeEventListener('change', update);
+      observer.disconnect();
+    };
+  }, []);
+  return scheme;
+}
+
 export function UsageChart({ report }) {
   const box = useRef(null);
+  const scheme = useScheme();
   useEffect(() => {
     if (!box.current) return;
     const data = columns(report);
@@ -56,8 +75,15 @@ export function UsageChart({ report }) {
         ],
         series: [
           { label: 'day', value: (u, v) => (v == null ? '' : new Date(v * 1000).toISOString().slice(0, 10)) },
-          { label: 'tokens', stroke: cssVar('--accent'), width: 2, fill: cssVar('--accent-soft') },
-          { label: 'turns', scale: 'turns', stroke: cssVar('--warn'), width: 2, dash: [6, 4] },
+          {
+            label: 'tokens',
+            stroke: cssVar('--accent'),
+            fill: cssVar('--accent-soft'),
+            width: 2,
+            paths: uPlot.paths.bars({ size: [0.6, 40] }),
+            points: { show: false },
+          },
+          { label: 'turns', scale: 'turns', stroke: cssVar('--warn'), width: 2, points: { size: 5 } },
         ],
       },
       data,
@@ -69,7 +95,7 @@ export function UsageChart({ report }) {
       observer.disconnect();
       chart.destroy();
     };
-  }, [report]);
+  }, [report, scheme]);
   const data = columns(report);
   const totalTokens = data[1].reduce((a, b) => a + b, 0);
   const totalTurns = data[2].reduce((a, b) => a + b, 0);

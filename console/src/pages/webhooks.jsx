@@ -6,7 +6,7 @@ import { api } from '../api.js';
 import { ConfirmButton, ErrorNote, MoreButton, ShownOnce, Status, Time, usePaged } from '../components.jsx';
 import { explain } from './chat.jsx';
 
-export function Webhooks({ prefix = '' }) {
+export function Webhooks({ prefix = '', nested = false }) {
   const hooks = api.webhooks(prefix);
   const paged = usePaged(async (after) => {
     const page = await hooks.list(after);
@@ -41,7 +41,7 @@ export function Webhooks({ prefix = '' }) {
   return (
     <div class="stack">
       <section class="card">
-        <h1>Webhooks</h1>
+        {nested ? <h2>Webhooks</h2> : <h1>Webhooks</h1>}
         {secret && <ShownOnce label={secret.label} value={secret.value} onDone={() => setSecret(null)} />}
         <ErrorNote error={explain(paged.error)} />
         <div class="table-wrap">
