@@ -79,6 +79,11 @@ function Header({ login, route }) {
 function App() {
   const login = useLogin();
   const route = useRoute();
+  // Once logged in (or out), the keyboard starts from the page's content.
+  const loggedIn = Boolean(login);
+  useEffect(() => {
+    if (loggedIn) document.getElementById('main')?.focus();
+  }, [loggedIn]);
   if (!login) {
     return (
       <main id="main">

@@ -40,14 +40,14 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// The page as served: its API base filled in once.
-struct Page(String);
+struct Page(web::Bytes);
 
 /// Registers the console's routes under `settings.path`, unless it is disabled.
 pub fn configure(cfg: &mut web::ServiceConfig, settings: &ConsoleSettings) {
     if !settings.enabled {
         return;
     }
-    let page = Page(PAGE.replace(API_BASE_MARK, &settings.api_base()));
+    let page = Page(PAGE.replace(API_BASE_MARK, &settings.api_base()).into());
     let path = settings.path.as_str();
     cfg.service(
         web::scope(path)

@@ -436,16 +436,57 @@ await step('usage and quotas: a chart of the days and what is left', async () =>
 // ---- admin ----
 
 const { page: admin } = await newPage();
+let adminLogin;
+const adminToken = () => adminLogin.token;
 let tenantId;
 let issued;
 const hostileName = '<img src=x onerror=alert(3)><script>alert(4)</script>';
 
-await step('admin: create a tenant whose name is markup, shown as text', async () => {
+await step('the admin logs in with the keyboard alone, focus always visible', async () => {
   await admin.goto(CONSOLE);
-  await admin.getByLabel('Client id', { exact: true }).fill('admin');
-  await admin.getByLabel('Client secret', { exact: true }).fill(settings.adminSecret);
-  await admin.getByRole('button', { name: 'Log in' }).click();
+  await admin.getByRole('heading', { name: 'agentry console' }).waitFor();
+  const focused = () =>
+    admin.evaluate(() => {
+      const element = document.activeElement;
+      const style = getComputedStyle(element);
+      return { id: element.id, outline: style.outlineStyle, width: parseFloat(style.outlineWidth) };
+    });
+  // Tab reaches the radio buttons, then the client id.
+  for (let i = 0; i < 5 && (await focused()).id !== 'client_id'; i++) await admin.keyboard.press('Tab');
+  const id = await focused();
+  assert.equal(id.id, 'client_id', 'Tab reaches the client id');
+  assert.ok(id.outline !== 'none' && id.width >= 2, `focus is visible: ${JSON.stringify(id)}`);
+  await admin.keyboard.type('admin');
+  await admin.keyboard.press('Tab');
+  assert.equal((await focused()).id, 'client_secret');
+  await admin.keyboard.type(settings.adminSecret);
+  await admin.keyboard.press('Enter');
   await admin.getByRole('heading', { name: 'Tenants' }).waitFor();
+  adminLogin = await admin.evaluate(() => JSON.parse(sessionStorage.getItem('agentry.console.login')));
+  assert.equal(adminLogin.role, 'admin');
+  // Focus is on the content; the header's controls are reached with the keyboard too.
+  assert.equal((await focused()).id, 'main', 'focus moves to the content after logging in');
+  const stops = [];
+  for (let i = 0; i < 6; i++) {
+    await admin.keyboard.press('Shift+Tab');
+    const here = await admin.evaluate(() => {
+      const element = document.activeElement;
+      return { text: element.textContent.trim(), tag: element.tagName, outline: getComputedStyle(element).outlineStyle };
+    });
+    stops.push(here);
+    assert.notEqual(here.outline, 'none', `visible focus on ${JSON.stringify(here)}`);
+    if (here.tag === 'A' && here.text === 'Tenants') break;
+  }
+  assert.deepEqual(
+    stops.map((stop) => stop.text || stop.tag),
+    ['Log out', 'AutoLightDark', 'Tenants'],
+    'Shift+Tab walks back through the header',
+  );
+  await admin.keyboard.press('Enter');
+  await admin.waitForURL(/#\/admin$/);
+});
+
+await step('admin: create a tenant whose name is markup, shown as text', async () => {
   await admin.getByLabel('Name').fill(hostileName);
   await admin.getByRole('button', { name: 'Create tenant' }).click();
   await admin.waitForURL(/#\/admin\/tenants\/ten_/);
@@ -456,6 +497,34 @@ await step('admin: create a tenant whose name is markup, shown as text', async (
   await admin.getByRole('link', { name: '← Tenants' }).click();
   await admin.getByRole('link', { name: hostileName }).waitFor();
   await check(admin, 'admin-tenants', { dark: true });
+});
+
+let credential;
+await step('admin: create a credential, its secret shown once; it logs in', async () => {
+  await admin.goto(`${CONSOLE}#/admin/tenants/${tenantId}`);
+  await admin.locator('#credential-name').fill('console login');
+  await admin.getByRole('button', { name: 'Create credential' }).click();
+  const secret = await admin.getByTestId('shown-once').textContent();
+  const label = await admin.locator('.shown-once strong').textContent();
+  credential = { id: label.replace('Client secret of ', '').trim(), secret };
+  await admin.getByRole('button', { name: 'Done' }).click();
+  assert.ok(!(await admin.content()).includes(secret), 'shown once only');
+  const { page: other } = await newPage();
+  await other.goto(CONSOLE);
+  await other.getByLabel('Client id', { exact: true }).fill(credential.id);
+  await other.getByLabel('Client secret', { exact: true }).fill(credential.secret);
+  await other.getByRole('button', { name: 'Log in' }).click();
+  await other.getByRole('heading', { name: 'New session' }).waitFor();
+  await other.context().close();
+});
+
+await step('admin: change a quota with the form', async () => {
+  await admin.getByText('Change quotas').click();
+  await admin.getByLabel('stored_sessions (empty: default)').fill('7');
+  await admin.getByRole('button', { name: 'Save quotas' }).click();
+  await admin.locator('tr', { hasText: 'Stored sessions' }).filter({ hasText: '7' }).first().waitFor();
+  const quotas = await api(adminToken(), 'GET', `/admin/tenants/${tenantId}/quotas`);
+  assert.equal(quotas.quotas.stored_sessions, 7);
 });
 
 await step('admin: issue a token, shown once', async () => {
@@ -499,6 +568,17 @@ await step('admin: suspend the tenant; its chat page then says so', async () => 
   assert.match(await alert.textContent(), /suspended/i);
   await suspended.screenshot({ path: join(settings.screenshots, 'chat-suspended-1280.png') });
   await suspended.context().close();
+});
+
+await step('admin: delete the tenant, after a confirmation', async () => {
+  await admin.goto(`${CONSOLE}#/admin/tenants/${tenantId}`);
+  await admin.getByRole('button', { name: 'Delete tenant' }).click();
+  const dialog = admin.getByRole('dialog');
+  assert.match(await dialog.textContent(), /cannot be undone/);
+  await dialog.getByRole('button', { name: `Delete ${hostileName}` }).click();
+  await admin.waitForURL(/#\/admin$/);
+  const gone = await fetch(`${base}/admin/tenants/${tenantId}`, { headers: { Authorization: `Bearer ${adminToken()}` } });
+  assert.equal(gone.status, 404);
 });
 
 await step('no dialog opened and no script error anywhere', async () => {
