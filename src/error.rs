@@ -40,6 +40,10 @@ pub enum ErrorCode {
     Internal,
     NotImplemented,
     Unavailable,
+    /// The database's storage is full: nothing was stored.
+    InsufficientStorage,
+    /// The database cannot be reached or cannot write now: nothing was stored.
+    DatabaseUnavailable,
 }
 
 impl ErrorCode {
@@ -69,7 +73,10 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorCode::NotImplemented => StatusCode::NOT_IMPLEMENTED,
-            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unavailable | ErrorCode::DatabaseUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ErrorCode::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         }
     }
 }
@@ -164,10 +171,29 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound => ApiError::new(ErrorCode::NotFound, "not found"),
             // The constraint's name stays in the logs of whoever logs it, never in a response.
             StoreError::Conflict(_) => ApiError::new(ErrorCode::Conflict, "already exists"),
+            StoreError::Full(error) => {
+                tracing::warn!(%error, "a write was refused: the database's storage is full");
+                ApiError::new(
+                    ErrorCode::InsufficientStorage,
+                    "the database's storage is full: nothing was stored",
+                )
+                .retry_after(DATABASE_RETRY_AFTER)
+            }
+            StoreError::Unavailable(why) => {
+                tracing::warn!(error = %why, "a request failed: the database is unavailable");
+                ApiError::new(
+                    ErrorCode::DatabaseUnavailable,
+                    "the database is unavailable: nothing was stored; retry later",
+                )
+                .retry_after(DATABASE_RETRY_AFTER)
+            }
             other => ApiError::internal(other),
         }
     }
 }
+
+/// The `Retry-After` of a request the database could not take, in seconds.
+pub const DATABASE_RETRY_AFTER: u32 = 2;
 
 /// Maps a store `NotFound` to a 404 naming what was missing.
 pub trait OrNotFound<T> {

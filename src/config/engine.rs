@@ -64,6 +64,16 @@ impl EngineSettings {
         Ok(())
     }
 
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.lease_ms)
+    }
+
+    /// The part of a lease a process does not rely on (one renewal interval): it stops
+    /// writing `lease - margin` after its last renewal was sent, on its own clock.
+    pub fn lease_margin(&self) -> std::time::Duration {
+        self.heartbeat()
+    }
+
     /// How often a process renews its lease: five times per lease, so a database that is
     /// slow for a moment does not cost it its turns.
     pub fn heartbeat(&self) -> std::time::Duration {

@@ -273,6 +273,12 @@ impl Settings {
                 "must be at least 1",
             ));
         }
+        if !(100..=600_000).contains(&self.database.timeout_ms) {
+            return Err(ConfigError::new(
+                "database.timeout_ms",
+                "must be between 100 and 600000",
+            ));
+        }
         if !(64..=1_048_576).contains(&self.database.sqlite_cache_kib) {
             return Err(ConfigError::new(
                 "database.sqlite_cache_kib",

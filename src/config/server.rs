@@ -57,6 +57,9 @@ pub struct DatabaseSettings {
     pub url: Secret,
     pub max_connections: u32,
     pub sqlite_busy_timeout_ms: u64,
+    /// How long one database call may take (waiting for a connection included) before it
+    /// fails and its request is answered 503 `database_unavailable`.
+    pub timeout_ms: u64,
     /// SQLite's page cache per connection, in KiB (the writer and each reader have one).
     pub sqlite_cache_kib: u32,
 }

@@ -10,7 +10,7 @@ use super::compaction;
 use super::error::EngineError;
 use super::runner::{Engine, Permission, TurnControl};
 use super::sessions::open_secret_options;
-use super::writer::{Append, Receipt};
+use super::writer::{Append, Receipt, unstored};
 use crate::agents::template::render_options;
 use crate::agents::{Agent, ServerTool};
 use crate::metrics::ProviderCall;
@@ -180,8 +180,16 @@ impl<'a> TurnLog<'a> {
             Vec::new(),
         )
         .await;
-        if let Err(error) = self.sync().await {
-            tracing::error!(turn_id = %self.turn.id, error = %error, "could not record the end of a turn");
+        match self.sync().await {
+            Ok(()) => {}
+            // Another process ended it (this one lost its lease): nothing more to do.
+            Err(StoreError::Fenced(_)) => {
+                tracing::warn!(turn_id = %self.turn.id, "another process ended this turn");
+            }
+            Err(error) => {
+                tracing::warn!(turn_id = %self.turn.id, error = %error, "could not record the end of a turn: it ends once the database takes writes again");
+                self.engine.end_later(self.turn, unstored(&error));
+            }
         }
     }
 }
@@ -227,6 +235,18 @@ pub(super) async fn run_turn(
     log.start(true).await;
     let mut outcome = match run_steps(engine, turn, session, permissions, control, &mut log).await {
         Ok(outcome) => outcome,
+        // The turn's events could not be stored (or it is no longer this process's).
+        Err(EngineError::Store(error))
+            if error.is_outage() || matches!(error, StoreError::Fenced(_)) =>
+        {
+            tracing::warn!(turn_id = %turn.id, error = %error, "turn stopped: its events could not be stored");
+            let reason = unstored(&error);
+            Outcome {
+                stop_reason: StopReason::Error,
+                error: Some(reason),
+                usage: Usage::default(),
+            }
+        }
         Err(error) => {
             tracing::error!(turn_id = %turn.id, error = %error, "turn failed");
             Outcome::failed("internal", "the turn failed inside the server")
@@ -305,6 +325,27 @@ async fn run_server_tool(
     }
 }
 
+/// Runs `work` unless the turn is stopped first (then it is abandoned: `None`).
+async fn until_stopped<T>(
+    control: &TurnControl,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        _ = control.token().cancelled() => None,
+        done = work => Some(done),
+    }
+}
+
+/// The outcome of a turn stopped between its steps.
+fn stopped(control: &TurnControl) -> Outcome {
+    Outcome {
+        stop_reason: StopReason::Error,
+        error: Some(control.reason()),
+        usage: Usage::default(),
+    }
+}
+
 /// A tool's result: an event, and a tool message in the history.
 async fn record_tool_result(log: &mut TurnLog<'_>, call_id: &str, text: String) {
     let content = Content::Text(text);
@@ -352,7 +393,15 @@ async fn run_steps(
     for permission in permissions {
         let call = &permission.call;
         let content = if permission.granted {
-            run_server_tool(engine, turn, agent, &call.name, &call.input).await
+            match until_stopped(
+                control,
+                run_server_tool(engine, turn, agent, &call.name, &call.input),
+            )
+            .await
+            {
+                Some(content) => content,
+                None => return Ok(stopped(control)),
+            }
         } else {
             match permission.reason.as_deref().filter(|r| !r.is_empty()) {
                 Some(reason) => format!("Tool call denied: {reason}"),
@@ -401,6 +450,9 @@ async fn run_steps(
         None
     };
     for _ in 0..max_steps {
+        if control.token().is_cancelled() {
+            return Ok(stopped(control));
+        }
         let input = compaction::ModelInput {
             system_prompt: &system_prompt,
             tools: &tools,
@@ -488,8 +540,14 @@ async fn run_steps(
                 // The client runs it, or must allow it first.
                 Resolution::Client | Resolution::NeedsPermission => waiting = true,
                 Resolution::RunNow => {
-                    let content =
-                        run_server_tool(engine, turn, agent, &call.name, &call.input).await;
+                    let Some(content) = until_stopped(
+                        control,
+                        run_server_tool(engine, turn, agent, &call.name, &call.input),
+                    )
+                    .await
+                    else {
+                        return Ok(stopped(control));
+                    };
                     record_tool_result(log, &call.id, content).await;
                 }
                 // Not a tool of this session: say so, so the model can correct itself.
@@ -680,9 +738,8 @@ pub(super) async fn answer_cancelled(
     .await;
 }
 
-/// Ends a turn a previous process left unfinished: closes the message it was writing
-/// (so history holds what clients already saw) and appends an `interrupted` stop.
-pub(super) async fn interrupt_orphan(engine: &Engine, turn: &Turn) -> Result<(), EngineError> {
+/// The events of a turn that are durable, text deltas merged.
+async fn durable_events(engine: &Engine, turn: &Turn) -> Result<Vec<EventData>, EngineError> {
     let mut events = Vec::new();
     let mut after = 0;
     loop {
@@ -706,19 +763,59 @@ pub(super) async fn interrupt_orphan(engine: &Engine, turn: &Turn) -> Result<(),
             break;
         }
     }
-    let mut log = TurnLog::new(engine, turn, None).await;
-    if events.is_empty() {
-        log.start(false).await;
-    }
-    let open = events
+    Ok(events)
+}
+
+/// The start of the message a turn's durable events leave open, if any.
+fn open_message(events: &[EventData]) -> Option<usize> {
+    events
         .iter()
         .rposition(|e| matches!(e, EventData::MessageStart {}))
         .filter(|start| {
             !events[*start..]
                 .iter()
                 .any(|e| matches!(e, EventData::MessageStop {}))
-        });
-    if let Some(start) = open {
+        })
+}
+
+/// Ends a turn of this process whose events (or end) could not be stored, once the
+/// database takes writes again: after what is durable of it, in one append, the message
+/// it left open is closed (the history holds what clients saw) and a `turn_stop` says why.
+pub(super) async fn end_unstored(
+    engine: &Engine,
+    turn: &Turn,
+    reason: TurnError,
+) -> Result<(), EngineError> {
+    let events = durable_events(engine, turn).await?;
+    let mut closing = Vec::new();
+    let mut history = Vec::new();
+    if events.is_empty() {
+        closing.push(EventData::TurnStart {});
+    }
+    if let Some(start) = open_message(&events) {
+        closing.push(EventData::MessageStop {});
+        history = turn_messages(&events[start..]);
+    }
+    closing.push(EventData::TurnStop {
+        stop_reason: StopReason::Error,
+        error: Some(reason),
+        usage: Usage::default(),
+    });
+    let mut log = TurnLog::new(engine, turn, Some("")).await;
+    log.emit(closing, history).await;
+    log.sync().await?;
+    Ok(())
+}
+
+/// Ends a turn a previous process left unfinished: closes the message it was writing
+/// (so history holds what clients already saw) and appends an `interrupted` stop.
+pub(super) async fn interrupt_orphan(engine: &Engine, turn: &Turn) -> Result<(), EngineError> {
+    let events = durable_events(engine, turn).await?;
+    let mut log = TurnLog::new(engine, turn, None).await;
+    if events.is_empty() {
+        log.start(false).await;
+    }
+    if let Some(start) = open_message(&events) {
         let partial = turn_messages(&events[start..]);
         log.emit(vec![EventData::MessageStop {}], partial).await;
     }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +25,8 @@ const PAGE: i64 = 1000;
 const DISPATCH_TICK: Duration = Duration::from_millis(500);
 /// Failed reads of another process's commit before its session's streams are ended.
 const REMOTE_READ_RETRIES: u32 = 5;
+/// How often the ending of turns whose end could not be stored is tried again.
+const UNENDED_RETRY: Duration = Duration::from_millis(500);
 /// How long to wait before listening again after the connection failed.
 const RELISTEN: Duration = Duration::from_secs(1);
 
@@ -48,14 +50,18 @@ impl Engine {
     /// expired (a living process's turns go on).
     pub async fn recover(self: &Arc<Self>) -> Result<usize, EngineError> {
         let host = hostname();
+        let sent = Instant::now();
         self.store
             .insert_process(&self.process, &host, self.lease())
             .await?;
+        self.lease.renewed(sent);
         let alone = self.store.backend() == Backend::Sqlite;
         if !alone {
             // Renewed from now on: ending many orphans may take longer than a lease.
             tokio::spawn(self.clone().heartbeat());
+            tokio::spawn(self.clone().watch_lease());
         }
+        tokio::spawn(self.clone().end_unended());
         self.store.expire_processes(&self.process, alone).await?;
         self.end_orphans(alone).await
     }
@@ -211,8 +217,12 @@ impl Engine {
                 _ = self.stopped() => return,
                 _ = tick.tick() => {}
             }
+            let sent = Instant::now();
             match self.store.renew_process(&self.process, self.lease()).await {
-                Ok(true) => self.stop_requested().await,
+                Ok(true) => {
+                    self.lease.renewed(sent);
+                    self.stop_requested().await
+                }
                 // Shutting down: it unregistered itself.
                 Ok(false) if !self.is_accepting() => return,
                 Ok(false) => self.lost_lease().await,
@@ -254,13 +264,119 @@ impl Engine {
                 "the server running the turn lost contact with the database",
             ));
         }
-        if let Err(error) = self
+        let sent = Instant::now();
+        match self
             .store
             .insert_process(&self.process, &hostname(), self.lease())
             .await
         {
-            tracing::warn!(%error, "cannot register this process again");
+            Ok(()) => self.lease.renewed(sent),
+            Err(error) => tracing::warn!(%error, "cannot register this process again"),
         }
+    }
+
+    /// Stops this process's turns as soon as it can no longer prove its lease (its last
+    /// renewal plus the lease, less the margin, has passed on its own clock): before any
+    /// other process may find the lease expired and take them. The event writer refuses
+    /// their events from the same moment; they end once the lease is proven again (or by
+    /// the process that takes them).
+    async fn watch_lease(self: Arc<Self>) {
+        loop {
+            let renewed = self.lease.next_renewal();
+            let until = self.lease.proven_until();
+            let expires = async {
+                match until {
+                    Some(until) => tokio::time::sleep_until(until.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = self.stopped() => return,
+                _ = renewed => continue,
+                _ = expires => {}
+            }
+            if self.lease.is_held() {
+                continue;
+            }
+            let turns = self.all_controls();
+            tracing::warn!(
+                turns = turns.len(),
+                "this process cannot prove its lease (not renewed in time): its turns stop \
+                 and it writes nothing until the lease is renewed"
+            );
+            for control in turns {
+                control.stop(TurnError::new(
+                    TurnError::INTERRUPTED,
+                    "the server running the turn lost contact with the database",
+                ));
+            }
+            tokio::select! {
+                _ = self.stopped() => return,
+                _ = self.lease.next_renewal() => {}
+            }
+        }
+    }
+
+    /// Ends the turns whose `turn_stop` could not be stored (the database was full or
+    /// unavailable, or the lease unproven), as soon as a write succeeds again: each gets a
+    /// terminal event saying why. A turn another process ended meanwhile is left to it.
+    async fn end_unended(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                _ = self.stopped() => return,
+                _ = self.unended_wake.notified() => {}
+                _ = tokio::time::sleep(UNENDED_RETRY) => {}
+            }
+            let unended: Vec<(Turn, TurnError)> = self
+                .unended
+                .lock()
+                .expect("unended lock")
+                .values()
+                .cloned()
+                .collect();
+            for (turn, reason) in unended {
+                if !self.lease.is_held() {
+                    break;
+                }
+                match agent_loop::end_unstored(&self, &turn, reason).await {
+                    Ok(()) | Err(EngineError::Store(StoreError::Fenced(_))) => {
+                        tracing::info!(turn_id = %turn.id, "ended a turn whose end could not be stored before");
+                        self.unended.lock().expect("unended lock").remove(&turn.id);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, turn_id = %turn.id, "cannot end a turn yet");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether this process can take turns now: it proves its lease and the database takes
+    /// a write (a renewal of the lease: a write that changes the row, which SQLite cannot
+    /// skip), within `limit`.
+    pub async fn can_write(&self, limit: Duration) -> Result<(), StoreError> {
+        if !self.lease.is_held() {
+            return Err(StoreError::Unavailable(
+                super::writer::LEASE_UNPROVEN.into(),
+            ));
+        }
+        let renewed = self.store.renew_process(&self.process, self.lease());
+        match tokio::time::timeout(limit, renewed).await {
+            Ok(written) => written.map(|_| ()),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "no write within {} ms",
+                limit.as_millis()
+            ))),
+        }
+    }
+
+    /// A turn of this process whose end could not be stored: ended later, with `reason`.
+    pub(super) fn end_later(&self, turn: &Turn, reason: TurnError) {
+        self.unended
+            .lock()
+            .expect("unended lock")
+            .insert(turn.id, (turn.clone(), reason));
     }
 
     async fn sweep(self: Arc<Self>) {

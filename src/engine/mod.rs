@@ -13,6 +13,7 @@ mod fanout;
 mod follow;
 mod histories;
 mod input;
+mod lease;
 mod parts;
 mod quotas;
 mod runner;

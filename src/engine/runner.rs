@@ -99,6 +99,9 @@ impl StartedTurn {
     }
 }
 
+/// The off switches of this process's queued and running turns.
+pub(super) type Controls = Mutex<HashMap<TurnId, Arc<TurnControl>>>;
+
 /// A running or queued turn's off switch, with the reason it was pulled.
 #[derive(Debug)]
 pub struct TurnControl {
@@ -166,7 +169,13 @@ pub struct Engine {
     pub(super) settings: EngineSettings,
     pub(super) metrics: Arc<Metrics>,
     tracker: TaskTracker,
-    controls: Mutex<HashMap<TurnId, Arc<TurnControl>>>,
+    controls: Arc<Controls>,
+    /// What this process can prove of its lease.
+    pub(super) lease: Arc<super::lease::Lease>,
+    /// Turns whose `turn_stop` could not be stored, with why they end: ended once a write
+    /// succeeds again.
+    pub(super) unended: Mutex<HashMap<TurnId, (Turn, TurnError)>>,
+    pub(super) unended_wake: tokio::sync::Notify,
     global: Arc<Semaphore>,
     /// Each tenant's slots, sized by its concurrent-turn quota when they were made.
     tenants: Mutex<HashMap<TenantId, (usize, Arc<Semaphore>)>>,
@@ -195,6 +204,12 @@ impl Engine {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer, metrics.clone()));
         let process = ProcessId::generate();
         let webhook_wake = Arc::new(tokio::sync::Notify::new());
+        let controls: Arc<Controls> = Default::default();
+        let lease = Arc::new(super::lease::Lease::new(
+            settings.lease(),
+            settings.lease_margin(),
+            store.backend() == Backend::Sqlite,
+        ));
         let writer = EventWriter::start(
             store.clone(),
             fanout.clone(),
@@ -202,6 +217,10 @@ impl Engine {
             settings.max_batch_events,
             webhook_wake.clone(),
             metrics.clone(),
+            super::writer::Ownership {
+                lease: lease.clone(),
+                controls: controls.clone(),
+            },
         );
         Arc::new(Engine {
             quotas: super::quotas::QuotaBook::new(store.clone(), quotas),
@@ -223,7 +242,10 @@ impl Engine {
             settings,
             metrics,
             tracker: TaskTracker::new(),
-            controls: Mutex::new(HashMap::new()),
+            controls,
+            lease,
+            unended: Mutex::new(HashMap::new()),
+            unended_wake: tokio::sync::Notify::new(),
             tenants: Mutex::new(HashMap::new()),
             queued: AtomicUsize::new(0),
             queued_by_tenant: Mutex::new(HashMap::new()),
@@ -289,6 +311,9 @@ impl Engine {
     ) -> Result<StartedTurn, EngineError> {
         if !self.accepting.load(Ordering::Acquire) {
             return Err(EngineError::ShuttingDown);
+        }
+        if !self.lease.is_held() {
+            return Err(StoreError::Unavailable(super::writer::LEASE_UNPROVEN.into()).into());
         }
         let mut request = request;
         // The session as remembered, checked by the turn's own INSERT. Read again if it
@@ -601,7 +626,7 @@ impl Engine {
 
     /// One of this process's slots, if it takes turns and has one free.
     pub(super) fn free_slot(&self) -> Option<OwnedSemaphorePermit> {
-        if !self.accepting.load(Ordering::Acquire) {
+        if !self.accepting.load(Ordering::Acquire) || !self.lease.is_held() {
             return None;
         }
         self.global.clone().try_acquire_owned().ok()

@@ -13,9 +13,12 @@ use std::time::Instant;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::fanout::Fanout;
+use super::lease::Lease;
+use super::runner::Controls;
 use crate::metrics::Metrics;
 use crate::model::{
-    Event, EventData, HistoryMessage, ProcessId, RunId, SessionId, TenantId, TurnId, scrub_nul,
+    Event, EventData, HistoryMessage, ProcessId, RunId, SessionId, TenantId, TurnError, TurnId,
+    scrub_nul,
 };
 use crate::store::{AppendGroup, Backend, CoalescedDeltas, Store, StoreError};
 
@@ -42,6 +45,40 @@ enum Request {
     Flush(oneshot::Sender<()>),
 }
 
+/// What tells the writer which turns are still this process's to write: its lease, and
+/// the running turns' off switches (a turn that cannot be written is stopped).
+pub(super) struct Ownership {
+    pub lease: Arc<Lease>,
+    pub controls: Arc<Controls>,
+}
+
+/// Why nothing is written while the lease is not proven.
+pub(super) const LEASE_UNPROVEN: &str =
+    "this process cannot prove its lease: another process may be ending its turns";
+
+/// Why a turn ends whose events could not be stored.
+pub(super) fn unstored(error: &StoreError) -> TurnError {
+    match error {
+        StoreError::Full(_) => TurnError::new(
+            "insufficient_storage",
+            "the turn's events could not be stored: the database's storage is full",
+        ),
+        StoreError::Unavailable(why) if why == LEASE_UNPROVEN => TurnError::new(
+            TurnError::INTERRUPTED,
+            "the server running the turn lost contact with the database",
+        ),
+        StoreError::Unavailable(_) => TurnError::new(
+            "database_unavailable",
+            "the turn's events could not be stored: the database is unavailable",
+        ),
+        StoreError::Fenced(_) => TurnError::new(
+            TurnError::INTERRUPTED,
+            "another server ended the turn: this one lost contact with the database",
+        ),
+        _ => TurnError::new("internal", "the turn's events could not be stored"),
+    }
+}
+
 /// The committed events of an append, once durable.
 pub type Receipt = oneshot::Receiver<Result<Vec<Arc<Event>>, StoreError>>;
 
@@ -59,10 +96,14 @@ impl EventWriter {
         max_batch_events: usize,
         webhooks: Arc<Notify>,
         metrics: Arc<Metrics>,
+        ownership: Ownership,
     ) -> EventWriter {
         let (requests, inbox) = mpsc::channel(QUEUE);
         let task = WriterTask {
             process,
+            lease: ownership.lease,
+            controls: ownership.controls,
+            fenced_turns: HashSet::new(),
             keep_seq: store.backend() == Backend::Sqlite,
             store,
             fanout,
@@ -99,8 +140,16 @@ impl EventWriter {
 }
 
 struct WriterTask {
-    /// The process writing: named in the commit's notification to the others.
+    /// The process writing: named in the commit's notification to the others, and the
+    /// owner every written turn must still have.
     process: ProcessId,
+    /// Nothing is written while this process cannot prove its lease.
+    lease: Arc<Lease>,
+    /// The running turns' off switches: a turn whose events cannot be stored is stopped.
+    controls: Arc<Controls>,
+    /// Turns that are no longer this process's: nothing of theirs is written, not even
+    /// their `turn_stop` (whoever took them ends them).
+    fenced_turns: HashSet<TurnId>,
     store: Store,
     fanout: Arc<Fanout>,
     /// Woken when a commit queued webhook deliveries.
@@ -234,8 +283,23 @@ impl WriterTask {
 
     async fn commit(&mut self, batch: Vec<(Append, Reply)>) {
         let mut accepted = Vec::with_capacity(batch.len());
+        let held = self.lease.is_held();
         for (append, reply) in batch {
             let stops = append.events.iter().any(EventData::is_turn_stop);
+            if self.fenced_turns.contains(&append.turn) {
+                if stops {
+                    self.fenced_turns.remove(&append.turn);
+                }
+                self.forget(&append);
+                let _ = reply.send(Err(StoreError::Fenced(vec![append.turn])));
+                continue;
+            }
+            if !held {
+                // Another process may be taking this process's turns: write nothing.
+                self.failed(&append, &StoreError::Unavailable(LEASE_UNPROVEN.into()));
+                let _ = reply.send(Err(StoreError::Unavailable(LEASE_UNPROVEN.into())));
+                continue;
+            }
             if self.failed_turns.contains(&append.turn) && !stops {
                 let _ = reply.send(Err(StoreError::Corrupt(
                     "an earlier append of this turn failed".into(),
@@ -256,14 +320,32 @@ impl WriterTask {
                 );
                 self.deliver(accepted, committed)
             }
+            Err(StoreError::Fenced(turns)) => {
+                // Those turns are no longer this process's: refuse their appends, stop
+                // them, and commit the others' as they are.
+                let mut rest = Vec::with_capacity(accepted.len());
+                for (append, reply) in accepted {
+                    self.next_seq.remove(&append.session);
+                    if turns.contains(&append.turn) {
+                        tracing::warn!(turn_id = %append.turn, "refused the events of a turn that is no longer this process's");
+                        self.fence(&append);
+                        let _ = reply.send(Err(StoreError::Fenced(vec![append.turn])));
+                    } else {
+                        rest.push((append, reply));
+                    }
+                }
+                if !rest.is_empty() {
+                    Box::pin(self.commit(rest)).await;
+                }
+            }
             Err(error) if accepted.len() == 1 => {
                 let (append, reply) = accepted.pop().expect("one append");
-                self.forget(&append);
-                tracing::error!(error = %error, turn_id = %append.turn, "event append failed");
-                // A turn whose stop failed appends nothing more: nothing to refuse later.
-                if !append.events.iter().any(EventData::is_turn_stop) {
-                    self.failed_turns.insert(append.turn);
+                if error.is_outage() {
+                    tracing::warn!(error = %error, turn_id = %append.turn, "event append failed");
+                } else {
+                    tracing::error!(error = %error, turn_id = %append.turn, "event append failed");
                 }
+                self.failed(&append, &error);
                 let _ = reply.send(Err(error));
             }
             Err(_) => {
@@ -400,6 +482,46 @@ impl WriterTask {
                 self.forget(&append);
             }
             let _ = reply.send(Ok(events));
+        }
+    }
+
+    /// An append of a turn failed: its later events would leave a hole, so the turn stops
+    /// (its provider stream and tool calls are abandoned) and only its `turn_stop` is still
+    /// taken.
+    fn failed(&mut self, append: &Append, error: &StoreError) {
+        self.forget(append);
+        // A turn whose stop failed appends nothing more: nothing to refuse later.
+        if !append.events.iter().any(EventData::is_turn_stop) {
+            self.failed_turns.insert(append.turn);
+            self.stop_turn(&append.turn, unstored(error));
+        }
+    }
+
+    /// A turn another process ended or took: nothing more of it is written.
+    fn fence(&mut self, append: &Append) {
+        self.forget(append);
+        self.open_messages.remove(&append.turn);
+        if !append.events.iter().any(EventData::is_turn_stop) {
+            self.fenced_turns.insert(append.turn);
+            self.stop_turn(
+                &append.turn,
+                TurnError::new(
+                    TurnError::INTERRUPTED,
+                    "another server ended the turn: this one lost contact with the database",
+                ),
+            );
+        }
+    }
+
+    fn stop_turn(&self, turn: &TurnId, reason: TurnError) {
+        let control = self
+            .controls
+            .lock()
+            .expect("controls lock")
+            .get(turn)
+            .cloned();
+        if let Some(control) = control {
+            control.stop(reason);
         }
     }
 

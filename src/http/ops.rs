@@ -16,12 +16,16 @@ pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
+/// How long `/readyz` waits for the database.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The process can serve: it takes new turns (it is not shutting down) and its database
-/// answers. A load balancer takes a draining process out of rotation on the 503.
+/// takes a write, answered within a second. A load balancer takes a draining process (or
+/// one whose database is full or unreachable) out of rotation on the 503.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "The process can serve", body = doc::Status),
-        (status = 503, description = "Shutting down, or the database does not answer", body = doc::ErrorBody),
+        (status = 503, description = "Shutting down, or the database does not take a write (full, unreachable, or not within a second)", body = doc::ErrorBody),
     ))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     if !state.engine.is_accepting() {
@@ -30,14 +34,16 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
             "shutting down: new turns go to another process",
         ));
     }
-    match state.store.ping().await {
+    match state.engine.can_write(READY_WITHIN).await {
         Ok(()) => Ok(HttpResponse::Ok().json(json!({"status": "ready"}))),
         Err(error) => {
             tracing::warn!(error = %error, "readiness check failed");
-            Err(ApiError::new(
-                ErrorCode::Unavailable,
-                "database unreachable",
-            ))
+            let message = match error {
+                crate::store::StoreError::Full(_) => "the database's storage is full",
+                _ => "the database does not take writes",
+            };
+            Err(ApiError::new(ErrorCode::DatabaseUnavailable, message)
+                .retry_after(crate::error::DATABASE_RETRY_AFTER))
         }
     }
 }

@@ -267,7 +267,9 @@ impl Store {
         Ok(max.unwrap_or(0))
     }
 
-    /// Appends every group in one transaction: the events (multi-row inserts), coalesced
+    /// Appends every group in one transaction, if every group's turn is still unfinished
+    /// and owned by `origin` (else nothing, and [`StoreError::Fenced`] names the turns that
+    /// are not): the events (multi-row inserts), coalesced
     /// deltas in place of the single deltas stored before, the history messages, and the
     /// turn state that `turn_start` / `turn_stop` imply. On PostgreSQL the commit also
     /// tells the other processes which sessions have new events, from `origin`. A turn's
@@ -284,6 +286,7 @@ impl Store {
             Db::Sqlite(pools) => {
                 let hooked = self.webhook_tenants.loaded(&pools.read).await?;
                 let mut tx = pools.write.begin().await?;
+                fence!(tx, groups, Sqlite, origin, "");
                 delete_coalesced!(tx, groups, Sqlite);
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     let mut insert = QueryBuilder::<Sqlite>::new(INSERT_EVENTS);
@@ -302,6 +305,7 @@ impl Store {
             }
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
+                fence!(tx, groups, sqlx::Postgres, origin, " FOR UPDATE");
                 delete_coalesced!(tx, groups, sqlx::Postgres);
                 for chunk in rows.chunks(INSERT_CHUNK) {
                     let mut insert = QueryBuilder::<sqlx::Postgres>::new(INSERT_EVENTS);
@@ -552,6 +556,37 @@ macro_rules! append_rest {
     };
 }
 use append_rest;
+
+/// The fence: every turn of the groups must still be queued or running and owned by
+/// `$origin`, checked first in the transaction. On PostgreSQL the turns' rows stay locked
+/// (`FOR UPDATE`) until the commit, so another process's claim of a turn either commits
+/// before (and this batch is refused) or waits until after it (and sees its events).
+macro_rules! fence {
+    ($tx:ident, $groups:expr, $db:ty, $origin:expr, $lock:expr) => {
+        let mut turns: Vec<TurnId> = $groups.iter().map(|g| g.turn).collect();
+        turns.sort_unstable();
+        turns.dedup();
+        let mut held: Vec<TurnId> = Vec::with_capacity(turns.len());
+        for chunk in turns.chunks(INSERT_CHUNK) {
+            let mut check = QueryBuilder::<$db>::new("SELECT id FROM turns WHERE owner = ");
+            check.push_bind($origin);
+            check.push(" AND status IN ('queued', 'running') AND id IN (");
+            let mut ids = check.separated(", ");
+            for turn in chunk {
+                ids.push_bind(*turn);
+            }
+            check.push(")");
+            check.push($lock);
+            let rows: Vec<(TurnId,)> = check.build_query_as().fetch_all(&mut *$tx).await?;
+            held.extend(rows.into_iter().map(|(id,)| id));
+        }
+        if held.len() < turns.len() {
+            turns.retain(|turn| !held.contains(turn));
+            return Err(StoreError::Fenced(turns));
+        }
+    };
+}
+use fence;
 
 /// Removes the single deltas the groups' coalesced deltas replace (stored by earlier
 /// appends), in one statement.

@@ -56,32 +56,52 @@ pub use webhook_deliveries::{AttemptOutcome, Outbound};
 pub use webhooks::{EndpointChange, SealedSecrets};
 
 /// Runs a read with `$pool` bound to the configured pool: the same SQL on both backends.
+/// A call that takes longer than `database.timeout_ms` fails as unavailable.
 macro_rules! with_db {
     ($store:expr, |$pool:ident| $body:expr) => {
-        match &$store.db {
-            $crate::store::Db::Sqlite(pools) => {
-                let $pool = &pools.read;
-                $body
+        $crate::store::bounded($store.timeout, async {
+            match &$store.db {
+                $crate::store::Db::Sqlite(pools) => {
+                    let $pool = &pools.read;
+                    $body
+                }
+                $crate::store::Db::Postgres($pool) => $body,
             }
-            $crate::store::Db::Postgres($pool) => $body,
-        }
+        })
+        .await
     };
 }
 pub(crate) use with_db;
 
-/// Runs a write (or a transaction that writes) with `$pool` bound to the writer pool.
+/// Runs a write (or a transaction that writes) with `$pool` bound to the writer pool, within
+/// `database.timeout_ms` as [`with_db!`].
 macro_rules! with_writer {
     ($store:expr, |$pool:ident| $body:expr) => {
-        match &$store.db {
-            $crate::store::Db::Sqlite(pools) => {
-                let $pool = &pools.write;
-                $body
+        $crate::store::bounded($store.timeout, async {
+            match &$store.db {
+                $crate::store::Db::Sqlite(pools) => {
+                    let $pool = &pools.write;
+                    $body
+                }
+                $crate::store::Db::Postgres($pool) => $body,
             }
-            $crate::store::Db::Postgres($pool) => $body,
-        }
+        })
+        .await
     };
 }
 pub(crate) use with_writer;
+
+/// A database call bounded in time: past `limit` it is abandoned and fails as if no
+/// connection could be had (the database is unavailable).
+pub(crate) async fn bounded<T, E: From<sqlx::Error>>(
+    limit: Duration,
+    call: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => result,
+        Err(_) => Err(sqlx::Error::PoolTimedOut.into()),
+    }
+}
 
 #[derive(Debug, Clone)]
 pub(crate) enum Db {
@@ -100,6 +120,8 @@ pub(crate) struct SqlitePools {
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Db,
+    /// How long one database call may take before it fails as unavailable.
+    timeout: Duration,
     /// On SQLite, the tenants that may have webhook endpoints (see `webhook_outbox.rs`).
     webhook_tenants: std::sync::Arc<webhook_outbox::WebhookTenants>,
 }
@@ -117,8 +139,68 @@ pub enum StoreError {
     Corrupt(String),
     #[error("migration failed: {0}")]
     Migration(String),
+    /// The turns of a batch that are no longer running under this process (another process
+    /// ended or took them, or this process cannot prove its lease): nothing was written.
+    #[error("fenced: {} turn(s) are no longer this process's", .0.len())]
+    Fenced(Vec<crate::model::TurnId>),
+    /// The database's storage is full: nothing was written.
+    #[error("the database's storage is full: {0}")]
+    Full(sqlx::Error),
+    /// The database cannot be reached or cannot write now (lost connection, I/O error,
+    /// read-only, a call that took longer than `database.timeout_ms`).
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
     #[error(transparent)]
     Database(sqlx::Error),
+}
+
+impl StoreError {
+    /// Whether the database could not take the call at all (full, or unavailable): what
+    /// a client may retry once it can again.
+    pub fn is_outage(&self) -> bool {
+        matches!(self, StoreError::Full(_) | StoreError::Unavailable(_))
+    }
+}
+
+/// SQLite's primary result codes for a full disk, I/O errors, a read-only or unopenable
+/// database, and a lock held too long.
+const SQLITE_FULL: &str = "13";
+const SQLITE_UNAVAILABLE: [&str; 5] = ["5", "8", "10", "14", "26"];
+/// PostgreSQL's SQLSTATE classes and codes of an outage: disk full, out of memory, too
+/// many connections, connection exceptions, shutting down, read-only transactions.
+const PG_FULL: &str = "53100";
+const PG_UNAVAILABLE: [&str; 7] = [
+    "53200", "53300", "57P01", "57P02", "57P03", "25006", "58030",
+];
+
+fn classify(error: sqlx::Error) -> StoreError {
+    match &error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Tls(_) => return StoreError::Unavailable(error.to_string()),
+        sqlx::Error::Protocol(_) => return StoreError::Unavailable(error.to_string()),
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            // SQLite's extended codes carry the primary code in their low byte.
+            let primary = code
+                .parse::<i32>()
+                .map(|c| (c & 0xff).to_string())
+                .unwrap_or_default();
+            if code == PG_FULL || primary == SQLITE_FULL {
+                return StoreError::Full(error);
+            }
+            if PG_UNAVAILABLE.contains(&code.as_ref())
+                || code.starts_with("08")
+                || SQLITE_UNAVAILABLE.contains(&primary.as_str())
+            {
+                return StoreError::Unavailable(error.to_string());
+            }
+        }
+        _ => {}
+    }
+    StoreError::Database(error)
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -129,7 +211,7 @@ impl From<sqlx::Error> for StoreError {
                 StoreError::Conflict(db.constraint().unwrap_or("unique").to_owned())
             }
             sqlx::Error::Database(db) if db.is_foreign_key_violation() => StoreError::NotFound,
-            _ => StoreError::Database(error),
+            _ => classify(error),
         }
     }
 }
@@ -155,6 +237,7 @@ impl Store {
     /// directory) if missing. Does not migrate.
     pub async fn connect(settings: &DatabaseSettings) -> Result<Store, StoreError> {
         let url = settings.url.expose();
+        let timeout = Duration::from_millis(settings.timeout_ms);
         let db = if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
@@ -165,14 +248,19 @@ impl Store {
                 .pragma("cache_size", format!("-{}", settings.sqlite_cache_kib))
                 .pragma("mmap_size", "0");
             create_parent_dir(options.get_filename())?;
+            // Writes queue for the one writer: they may wait as long as a lock (the busy
+            // timeout) before the call is bounded.
             let write = SqlitePoolOptions::new()
                 .max_connections(1)
-                .acquire_timeout(Duration::from_secs(30))
+                .acquire_timeout(
+                    timeout.max(Duration::from_millis(settings.sqlite_busy_timeout_ms)),
+                )
+                .after_release(|conn, _| Box::pin(async move { Ok(keep_after_release(conn)) }))
                 .connect_with(options.clone())
                 .await?;
             let read = SqlitePoolOptions::new()
                 .max_connections(settings.max_connections)
-                .acquire_timeout(Duration::from_secs(10))
+                .acquire_timeout(timeout)
                 .connect_with(options.read_only(true))
                 .await?;
             Db::Sqlite(SqlitePools { read, write })
@@ -180,13 +268,15 @@ impl Store {
             let options = PgConnectOptions::from_str(url)?;
             let pool = PgPoolOptions::new()
                 .max_connections(settings.max_connections)
-                .acquire_timeout(Duration::from_secs(10))
+                .acquire_timeout(timeout)
+                .after_release(|conn, _| Box::pin(async move { Ok(keep_after_release(conn)) }))
                 .connect_with(options)
                 .await?;
             Db::Postgres(pool)
         };
         Ok(Store {
             db,
+            timeout,
             webhook_tenants: Default::default(),
         })
     }
@@ -233,6 +323,16 @@ impl Store {
             Db::Postgres(pool) => pool.close().await,
         }
     }
+}
+
+/// Whether a connection goes back to its pool: not one a failed commit or rollback left
+/// inside a transaction (what it would run next would never be committed).
+fn keep_after_release<C: sqlx::Connection>(conn: &mut C) -> bool {
+    let keep = !conn.is_in_transaction();
+    if !keep {
+        tracing::warn!("closed a database connection left inside a failed transaction");
+    }
+    keep
 }
 
 pub(crate) fn create_parent_dir(file: &Path) -> Result<(), StoreError> {

@@ -55,7 +55,7 @@ impl Store {
         max_sessions: Option<u64>,
     ) -> Result<bool, StoreError> {
         let postgres = matches!(self.db, super::Db::Postgres(_));
-        with_writer!(self, |pool| {
+        let created = with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
             if let Some(max) = max_sessions {
                 if postgres {
@@ -103,9 +103,10 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            tx.commit().await
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(true)
         })?;
-        Ok(true)
+        Ok(created)
     }
 
     pub async fn get_session(

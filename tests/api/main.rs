@@ -1,6 +1,7 @@
 //! Black-box tests of the HTTP API against the real application.
 
 mod helpers;
+mod own_postgres;
 mod process;
 mod scripted;
 mod sse;
@@ -16,6 +17,7 @@ mod compaction;
 mod console;
 mod cors;
 mod deployment;
+mod durability;
 mod errors;
 mod hardening;
 mod history_pages;

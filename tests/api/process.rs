@@ -151,6 +151,10 @@ impl ServerProcess {
         format!("{}{path}", self.address)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Creates a session of `agent` for `token`; returns its id.
     pub async fn create_session(&self, token: &str, agent: &str) -> String {
         let reply = reqwest::Client::new()

@@ -1,0 +1,95 @@
+//! What holds when the database or a process fails: a paused owner writes nothing after
+//! another process ended its turns, a full disk or a database outage is answered (507/503)
+//! and never acknowledged as stored, and everything recovers without a restart.
+
+mod disk_full;
+mod fencing;
+mod outage;
+
+use crate::helpers::TestDb;
+use crate::process::ServerProcess;
+use crate::sse::SseReader;
+
+/// The turn's id, from a turn stream's headers.
+pub fn turn_id(stream: &SseReader) -> String {
+    stream.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Every stored event of a turn as `(seq, kind)`, in order.
+pub async fn stored_events(db: &TestDb, turn: &str) -> Vec<(i64, String)> {
+    db.column(&format!(
+        "SELECT CAST(seq AS TEXT) || ' ' || kind FROM events WHERE turn_id = {} ORDER BY seq",
+        db.id(turn)
+    ))
+    .await
+    .into_iter()
+    .map(|row| {
+        let (seq, kind) = row.split_once(' ').unwrap();
+        (seq.parse().unwrap(), kind.to_owned())
+    })
+    .collect()
+}
+
+/// A stored turn's log ends with its one `turn_stop`: nothing after it, nothing twice.
+pub async fn assert_one_terminal_event_last(db: &TestDb, turn: &str) {
+    let events = stored_events(db, turn).await;
+    let stops: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, kind))| kind == "turn_stop")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        stops.len(),
+        1,
+        "turn {turn}: one terminal event: {events:?}"
+    );
+    assert_eq!(
+        stops[0],
+        events.len() - 1,
+        "turn {turn}: nothing after its end: {events:?}"
+    );
+}
+
+/// The roles of a session's stored history with the turns that own them, in order.
+pub async fn history_roles(db: &TestDb, session: &str) -> Vec<(String, String)> {
+    let role = if db.url().starts_with("sqlite:") {
+        "json_extract(h.message, '$.role')"
+    } else {
+        "h.message->>'role'"
+    };
+    let turn = if db.url().starts_with("sqlite:") {
+        "lower(hex(h.turn_id))"
+    } else {
+        "replace(CAST(h.turn_id AS TEXT), '-', '')"
+    };
+    db.column(&format!(
+        "SELECT {role} || ' ' || COALESCE({turn}, '-') FROM history h \
+         WHERE h.session_id = {} ORDER BY h.position",
+        db.id(session)
+    ))
+    .await
+    .into_iter()
+    .map(|row| {
+        let (role, turn) = row.split_once(' ').unwrap();
+        (role.to_owned(), turn.to_owned())
+    })
+    .collect()
+}
+
+/// The hex of a prefixed id, as `history_roles` names turns.
+pub fn hex(id: &str) -> String {
+    id.rsplit_once('_').unwrap().1.to_lowercase()
+}
+
+/// Sends a signal to a server process.
+pub fn signal(server: &ServerProcess, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &server.pid().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
