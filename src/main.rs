@@ -2,6 +2,11 @@
 
 use clap::Parser;
 
+/// mimalloc gives freed memory back to the system (glibc's malloc keeps most of it after a
+/// burst of connections).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     let cli = agentry::cli::Cli::parse();

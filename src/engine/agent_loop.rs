@@ -63,6 +63,8 @@ struct TurnLog<'a> {
     turn: &'a Turn,
     last: Option<Receipt>,
     unsynced: Vec<HistoryMessage>,
+    /// Whether an append of the turn failed: its end then closes what is durable of it.
+    failed: bool,
     /// The turn's agent: a metrics label.
     agent: String,
     /// When the turn started running here (not set for one ended without running).
@@ -87,6 +89,7 @@ impl<'a> TurnLog<'a> {
             turn,
             last: None,
             unsynced: Vec::new(),
+            failed: false,
             agent,
             running_since: None,
             first_output: false,
@@ -121,6 +124,13 @@ impl<'a> TurnLog<'a> {
     }
 
     async fn emit(&mut self, events: Vec<EventData>, history: Vec<HistoryMessage>) {
+        // The previous append's outcome, if known already: a failure is remembered.
+        if let Some(receipt) = self.last.as_mut()
+            && let Ok(Err(_)) = receipt.try_recv()
+        {
+            self.failed = true;
+            self.last = None;
+        }
         self.unsynced.extend(history.iter().cloned());
         let receipt = self
             .engine
@@ -148,7 +158,11 @@ impl<'a> TurnLog<'a> {
         };
         let histories = &self.engine.histories;
         let session = &self.turn.session_id;
+        if synced.is_err() || self.failed {
+            self.failed = true;
+        }
         match &synced {
+            Ok(()) if self.failed => histories.forget(session),
             Ok(()) if !self.unsynced.is_empty() => {
                 histories.added(&self.turn.id, session, std::mem::take(&mut self.unsynced));
             }
@@ -171,16 +185,30 @@ impl<'a> TurnLog<'a> {
         // The tenant's tokens of the day are read again once this turn's usage is durable:
         // a client that sees the end and starts another turn is held to them.
         self.engine.quotas.turn_ended(&self.turn.tenant_id);
-        self.emit(
-            vec![EventData::TurnStop {
-                stop_reason,
-                error,
-                usage,
-            }],
-            Vec::new(),
-        )
-        .await;
-        match self.sync().await {
+        let _ = self.sync().await;
+        let stopped = if self.failed {
+            // Some of its events are not stored: the end closes what is (the message it
+            // left open, with what clients saw of it in the history) in one append.
+            let error = error.unwrap_or_else(|| {
+                TurnError::new("internal", "the turn's events could not be stored")
+            });
+            close_turn(self, error).await
+        } else {
+            self.emit(
+                vec![EventData::TurnStop {
+                    stop_reason,
+                    error,
+                    usage,
+                }],
+                Vec::new(),
+            )
+            .await;
+            self.sync().await.map_err(EngineError::from)
+        };
+        match stopped.map_err(|error| match error {
+            EngineError::Store(error) => error,
+            other => StoreError::Corrupt(other.to_string()),
+        }) {
             Ok(()) => {}
             // Another process ended it (this one lost its lease): nothing more to do.
             Err(StoreError::Fenced(_)) => {
@@ -237,10 +265,17 @@ pub(super) async fn run_turn(
         Ok(outcome) => outcome,
         // The turn's events could not be stored (or it is no longer this process's).
         Err(EngineError::Store(error))
-            if error.is_outage() || matches!(error, StoreError::Fenced(_)) =>
+            if error.is_outage()
+                || matches!(error, StoreError::Fenced(_))
+                || control.token().is_cancelled() =>
         {
             tracing::warn!(turn_id = %turn.id, error = %error, "turn stopped: its events could not be stored");
-            let reason = unstored(&error);
+            // The writer stopped the turn with why its events could not be stored.
+            let reason = if control.token().is_cancelled() {
+                control.reason()
+            } else {
+                unstored(&error)
+            };
             Outcome {
                 stop_reason: StopReason::Error,
                 error: Some(reason),
@@ -779,14 +814,20 @@ fn open_message(events: &[EventData]) -> Option<usize> {
 }
 
 /// Ends a turn of this process whose events (or end) could not be stored, once the
-/// database takes writes again: after what is durable of it, in one append, the message
-/// it left open is closed (the history holds what clients saw) and a `turn_stop` says why.
+/// database takes writes again (see [`close_turn`]).
 pub(super) async fn end_unstored(
     engine: &Engine,
     turn: &Turn,
     reason: TurnError,
 ) -> Result<(), EngineError> {
-    let events = durable_events(engine, turn).await?;
+    let mut log = TurnLog::new(engine, turn, Some("")).await;
+    close_turn(&mut log, reason).await
+}
+
+/// Ends a turn after what is durable of it, in one append: the message it left open is
+/// closed (the history holds what clients saw of it) and a `turn_stop` says why.
+async fn close_turn(log: &mut TurnLog<'_>, reason: TurnError) -> Result<(), EngineError> {
+    let events = durable_events(log.engine, log.turn).await?;
     let mut closing = Vec::new();
     let mut history = Vec::new();
     if events.is_empty() {
@@ -801,7 +842,7 @@ pub(super) async fn end_unstored(
         error: Some(reason),
         usage: Usage::default(),
     });
-    let mut log = TurnLog::new(engine, turn, Some("")).await;
+    log.failed = false;
     log.emit(closing, history).await;
     log.sync().await?;
     Ok(())
@@ -810,24 +851,25 @@ pub(super) async fn end_unstored(
 /// Ends a turn a previous process left unfinished: closes the message it was writing
 /// (so history holds what clients already saw) and appends an `interrupted` stop.
 pub(super) async fn interrupt_orphan(engine: &Engine, turn: &Turn) -> Result<(), EngineError> {
-    let events = durable_events(engine, turn).await?;
     let mut log = TurnLog::new(engine, turn, None).await;
-    if events.is_empty() {
-        log.start(false).await;
+    if turn.started_at.is_none() {
+        engine.metrics.turn_started(&log.agent, &turn.tenant_id);
     }
-    if let Some(start) = open_message(&events) {
-        let partial = turn_messages(&events[start..]);
-        log.emit(vec![EventData::MessageStop {}], partial).await;
-    }
-    log.stop(
-        StopReason::Error,
-        Some(TurnError::new(
+    engine.metrics.turn_ended(
+        &log.agent,
+        outcome_label(StopReason::Error, Some(TurnError::INTERRUPTED)),
+        &turn.tenant_id,
+        None,
+    );
+    engine.quotas.turn_ended(&turn.tenant_id);
+    close_turn(
+        &mut log,
+        TurnError::new(
             TurnError::INTERRUPTED,
             "the server stopped before the turn finished",
-        )),
-        Usage::default(),
+        ),
     )
-    .await;
+    .await?;
     tracing::warn!(turn_id = %turn.id, "recovered a turn left unfinished: interrupted");
     Ok(())
 }

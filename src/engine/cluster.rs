@@ -371,6 +371,49 @@ impl Engine {
         }
     }
 
+    /// Ends the unfinished turns the database says this process owns but that it neither
+    /// runs nor is ending (a turn handed back to it while it lost its lease, a claim whose
+    /// end failed): seen so at two sweeps in a row (a turn just admitted or taken is
+    /// registered at once), each is ended as an interrupted one. No other process would:
+    /// this process is alive.
+    async fn end_untracked(&self) -> Result<usize, EngineError> {
+        if !self.lease.is_held() {
+            return Ok(0);
+        }
+        let owned = self.store.list_owned_turns(&self.process).await?;
+        let mut untracked: Vec<Turn> = Vec::new();
+        {
+            let unended = self.unended.lock().expect("unended lock");
+            untracked.extend(owned.into_iter().filter(|turn| {
+                self.control(&turn.id).is_none() && !unended.contains_key(&turn.id)
+            }));
+        }
+        let mut suspects = self.untracked.lock().expect("untracked lock");
+        let mut ended = 0;
+        let mut next = std::collections::HashSet::new();
+        for turn in untracked {
+            if suspects.contains(&turn.id) {
+                tracing::warn!(turn_id = %turn.id, "ending a turn this process owns but does not run");
+                self.end_later(
+                    &turn,
+                    TurnError::new(
+                        TurnError::INTERRUPTED,
+                        "the server running the turn lost contact with the database",
+                    ),
+                );
+                ended += 1;
+            } else {
+                next.insert(turn.id);
+            }
+        }
+        *suspects = next;
+        drop(suspects);
+        if ended > 0 {
+            self.unended_wake.notify_one();
+        }
+        Ok(ended)
+    }
+
     /// A turn of this process whose end could not be stored: ended later, with `reason`.
     pub(super) fn end_later(&self, turn: &Turn, reason: TurnError) {
         self.unended
@@ -389,7 +432,8 @@ impl Engine {
             }
             let swept = async {
                 self.store.expire_processes(&self.process, false).await?;
-                self.end_orphans(false).await
+                self.end_orphans(false).await?;
+                self.end_untracked().await
             };
             if let Err(error) = swept.await {
                 tracing::warn!(%error, "cannot sweep for turns of dead processes");

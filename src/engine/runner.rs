@@ -176,6 +176,8 @@ pub struct Engine {
     /// succeeds again.
     pub(super) unended: Mutex<HashMap<TurnId, (Turn, TurnError)>>,
     pub(super) unended_wake: tokio::sync::Notify,
+    /// Unfinished turns of this process's that it did not run at the last sweep.
+    pub(super) untracked: Mutex<std::collections::HashSet<TurnId>>,
     global: Arc<Semaphore>,
     /// Each tenant's slots, sized by its concurrent-turn quota when they were made.
     tenants: Mutex<HashMap<TenantId, (usize, Arc<Semaphore>)>>,
@@ -246,6 +248,7 @@ impl Engine {
             lease,
             unended: Mutex::new(HashMap::new()),
             unended_wake: tokio::sync::Notify::new(),
+            untracked: Mutex::new(std::collections::HashSet::new()),
             tenants: Mutex::new(HashMap::new()),
             queued: AtomicUsize::new(0),
             queued_by_tenant: Mutex::new(HashMap::new()),

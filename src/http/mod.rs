@@ -377,6 +377,38 @@ impl RootSpanBuilder for RequestSpan {
         span: Span,
         outcome: &Result<ServiceResponse<B>, actix_web::Error>,
     ) {
+        let _entered = span.enter();
+        let error = match outcome {
+            Ok(response) => response
+                .response()
+                .error()
+                .map(|error| (error, response.status())),
+            Err(error) => Some((error, error.as_response_error().status_code())),
+        };
+        if let Some((error, status)) = error {
+            log_refusal(error, status);
+        }
+        drop(_entered);
         DefaultRootSpanBuilder::on_request_end(span, outcome);
+    }
+}
+
+/// Logs a request's error once, at the level it deserves: a refusal the server means
+/// (draining, its database full or unreachable) is not an ERROR in an operator's alerts;
+/// a client's mistake is a warning; only what went wrong inside the server is an error.
+fn log_refusal(error: &actix_web::Error, status: actix_web::http::StatusCode) {
+    const MESSAGE: &str = "request refused";
+    let code = error.as_error::<ApiError>().map(|e| e.code);
+    match code {
+        Some(ErrorCode::ShuttingDown | ErrorCode::Unavailable) => {
+            tracing::info!(error = %error, status = status.as_u16(), "{MESSAGE}")
+        }
+        Some(ErrorCode::DatabaseUnavailable | ErrorCode::InsufficientStorage) => {
+            tracing::warn!(error = %error, status = status.as_u16(), "{MESSAGE}")
+        }
+        _ if status.is_client_error() => {
+            tracing::warn!(error = %error, status = status.as_u16(), "{MESSAGE}")
+        }
+        _ => tracing::error!(error = %error, status = status.as_u16(), "{MESSAGE}"),
     }
 }

@@ -161,6 +161,20 @@ impl Store {
             .collect()
     }
 
+    /// The unfinished turns `owner` owns.
+    pub async fn list_owned_turns(&self, owner: &ProcessId) -> Result<Vec<Turn>, StoreError> {
+        let sql = format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE owner = $1 AND status IN ('queued', 'running')"
+        );
+        let rows: Vec<TurnRow> = with_db!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(owner)
+                .fetch_all(pool)
+                .await
+        })?;
+        rows.into_iter().map(Turn::try_from).collect()
+    }
+
     /// Hands an unfinished turn from `from` to `to` (an orphan taken over, or given back), if
     /// it is still unfinished and still `from`'s: of several processes trying at once,
     /// exactly one gets `true`.

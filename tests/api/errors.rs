@@ -101,7 +101,7 @@ async fn health_and_readiness_answer() {
         .request(reqwest::Method::GET, "/readyz", None, None)
         .await;
     assert_eq!(unready.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(unready.code(), "unavailable");
+    assert_eq!(unready.code(), "database_unavailable");
     assert!(
         !unready.text.contains(".db"),
         "no paths leak: {}",

@@ -11,6 +11,15 @@ use crate::sse::SseReader;
 
 pub const BINARY: &str = env!("CARGO_BIN_EXE_agentry");
 
+/// The binary the tests run: `AGENTRY_TEST_BINARY` names another build (a release build,
+/// for fault runs against what ships), else the one built with the tests.
+pub fn binary() -> String {
+    std::env::var("AGENTRY_TEST_BINARY")
+        .ok()
+        .filter(|path| !path.is_empty())
+        .unwrap_or_else(|| BINARY.to_owned())
+}
+
 /// An agent that streams one character every 50 ms: a turn of 60 characters takes 3 s.
 pub const SLOW_AGENT: &str = r#"
 [[agents]]
@@ -80,7 +89,7 @@ impl Deployment {
 
 /// A command of the binary with the environment a test controls.
 pub fn agentry(database_url: &str) -> Command {
-    let mut command = Command::new(BINARY);
+    let mut command = Command::new(binary());
     command
         .env_remove("AGENTRY_CONFIG")
         .env_remove("RUST_LOG")

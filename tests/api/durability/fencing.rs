@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use super::{assert_one_terminal_event_last, hex, history_roles, signal, turn_id};
+use super::{assert_one_terminal_event_last, hex, history_roles, rounds, signal, turn_id};
 use crate::helpers::TestDb;
 use crate::own_postgres::OwnPostgres;
 use crate::process::{Deployment, SLOW_AGENT, ServerProcess};
@@ -69,6 +69,13 @@ async fn ready(server: &ServerProcess) {
     }
 }
 
+/// A wait that must end within a minute (keep-alive comments keep an SSE read alive).
+async fn within<T>(what: &str, wait: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), wait)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen within a minute"))
+}
+
 /// How many times `server` logged that it cannot prove its lease.
 fn lease_losses(server: &ServerProcess) -> usize {
     server
@@ -100,10 +107,8 @@ async fn replayed(
     session: &str,
     turn: &str,
 ) -> (Value, String) {
-    let frames = follow(server, token, session, turn)
-        .await
-        .until_turn_stop()
-        .await;
+    let mut replay = follow(server, token, session, turn).await;
+    let frames = within("a replay", replay.until_turn_stop()).await;
     let text = frames
         .iter()
         .filter(|f| f.event == "text_delta")
@@ -122,7 +127,7 @@ async fn run_turn(
 ) -> (String, Value) {
     let mut stream = server.stream_turn(token, session, text).await;
     let turn = turn_id(&stream);
-    let frames = stream.until_turn_stop().await;
+    let frames = within("the next turn's end", stream.until_turn_stop()).await;
     (turn, frames.last().unwrap().data.clone())
 }
 
@@ -139,7 +144,13 @@ async fn check_sessions(
     for (i, (session, turn)) in turns.iter().enumerate() {
         assert_one_terminal_event_last(db, turn).await;
         let (stop, text) = replayed(next[0], token, session, turn).await;
-        assert_eq!(stop["error"]["code"], "interrupted", "{stop}");
+        // Ended by the process that took it over or, once its lease is proven again, by its
+        // owner: interrupted, or failed for its events could not be stored.
+        let code = stop["error"]["code"].as_str().unwrap_or_default();
+        assert!(
+            code == "interrupted" || code == "database_unavailable",
+            "{stop}"
+        );
         assert!(!text.is_empty());
 
         let (next_turn, next_stop) = run_turn(next[i % 2], token, session, "next").await;
@@ -213,7 +224,7 @@ async fn a_paused_owner_writes_nothing_for_turns_another_process_ended_meanwhile
     let a = deployment.start(&[]);
     let b = deployment.start(&[]);
     // A race: run it several times.
-    for round in 0..5 {
+    for round in 0..rounds(5) {
         let (turns, _streams, mut followers) = start_turns(&a, &b, &token, TURNS_PER_ROUND).await;
         signal(&a, "STOP");
         let mut resumed = false;
@@ -231,13 +242,17 @@ async fn a_paused_owner_writes_nothing_for_turns_another_process_ended_meanwhile
                     assert!(!resumed);
                     signal(&a, "CONT");
                     resumed = true;
-                    follower.until_turn_stop().await
+                    within(
+                        "the end of a paused owner's turn",
+                        follower.until_turn_stop(),
+                    )
+                    .await
                 }
             };
-            assert_eq!(
-                stop.last().unwrap().data["error"]["code"],
-                "interrupted",
-                "round {round}"
+            let code = stop.last().unwrap().data["error"]["code"].clone();
+            assert!(
+                code == "interrupted" || code == "database_unavailable",
+                "round {round}: {code}"
             );
         }
         if !resumed {
@@ -265,7 +280,7 @@ async fn after_a_database_outage_longer_than_the_lease_every_turn_ends_once_and_
     let (_, token) = deployment.tenant_token("acme");
     let a = deployment.start(&[]);
     let b = deployment.start(&[]);
-    for round in 0..3 {
+    for round in 0..rounds(3) {
         let (mut turns, _on_a, _follow_a) = start_turns(&a, &b, &token, 1).await;
         let (on_b, _streams_b, _follow_b) = start_turns(&b, &a, &token, 1).await;
         turns.extend(on_b);
@@ -285,6 +300,7 @@ async fn after_a_database_outage_longer_than_the_lease_every_turn_ends_once_and_
         // ...and the outage lasts until both leases expired in the database too.
         tokio::time::sleep(Duration::from_millis(600)).await;
         cluster.up();
+        // (Each process ends its own turns, or the other ends them, once writes succeed.)
         deployment.db.wait_for_no_unfinished_turns().await;
         for server in [&a, &b] {
             ready(server).await;

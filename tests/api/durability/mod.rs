@@ -10,6 +10,14 @@ use crate::helpers::TestDb;
 use crate::process::ServerProcess;
 use crate::sse::SseReader;
 
+/// Rounds of a fault: `default`, or `AGENTRY_FAULT_ROUNDS` for a longer fault run.
+pub fn rounds(default: usize) -> usize {
+    std::env::var("AGENTRY_FAULT_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The turn's id, from a turn stream's headers.
 pub fn turn_id(stream: &SseReader) -> String {
     stream.headers["agentry-turn-id"]

@@ -42,7 +42,7 @@ async fn a_database_outage_is_answered_at_once_and_the_process_recovers_by_itsel
     let ready = client.get(server.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
 
-    for _ in 0..2 {
+    for _ in 0..super::rounds(2) {
         cluster.down();
 
         let asked = Instant::now();
