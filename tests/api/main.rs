@@ -17,6 +17,7 @@ mod console;
 mod cors;
 mod deployment;
 mod errors;
+mod first_errors;
 mod hardening;
 mod history_pages;
 mod isolation;
