@@ -230,7 +230,11 @@ async fn dispatch(
         Method::PushDelete => Reply::Json(push::delete(call, params).await?),
         Method::ExtendedCard => {
             params::check_tenant(params, &call.tenant)?;
-            Reply::Json(card::card(&call.agent, base))
+            Reply::Json(card::card(
+                &call.agent,
+                base,
+                call.state.settings.a2a.card_v03_fields,
+            ))
         }
     })
 }
