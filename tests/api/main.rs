@@ -12,6 +12,7 @@ mod admin;
 mod agentscope;
 mod auth;
 mod call_ids;
+mod cli;
 mod cluster;
 mod compaction;
 mod console;
