@@ -15,7 +15,7 @@ use crate::model::{BodySchema, ImageSource, ToolSpec};
 use crate::tools::mcp::{McpRegistry, McpTool};
 use crate::tools::{ArgumentSchema, Builtin};
 
-pub use session_config::{ResolvedSessionConfig, SessionConfigRequest};
+pub use session_config::{REDACTED, ResolvedSessionConfig, SessionConfigRequest};
 
 /// What runs a server tool the agent is configured with.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +92,25 @@ impl Agents {
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Agent>> {
         self.agents.iter()
+    }
+
+    /// Why `name` names no agent, with the names that do (`unknown agent `x`; the agents
+    /// here: `echo`, `assistant``).
+    pub fn unknown(&self, name: &str) -> String {
+        format!("unknown agent `{name}`; {}", self.listed())
+    }
+
+    /// The agents' names, for a message: `the agents here: `echo`, `assistant``.
+    pub fn listed(&self) -> String {
+        if self.agents.is_empty() {
+            return "this server serves no agents".to_owned();
+        }
+        let names: Vec<String> = self
+            .agents
+            .iter()
+            .map(|a| format!("`{}`", a.settings.name))
+            .collect();
+        format!("the agents here: {}", names.join(", "))
     }
 }
 

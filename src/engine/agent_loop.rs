@@ -6,6 +6,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 
 use super::assemble::{MessageAssembler, turn_messages};
+use super::call_ids::CallIds;
 use super::compaction;
 use super::error::EngineError;
 use super::runner::{Engine, Permission, TurnControl};
@@ -283,15 +284,23 @@ pub(super) async fn run_turn(
             }
         }
         Err(error) => {
-            tracing::error!(turn_id = %turn.id, error = %error, "turn failed");
+            tracing::error!(error = %error, "turn failed");
             Outcome::failed("internal", "the turn failed inside the server")
         }
     };
     outcome.usage.wall_ms = started.elapsed().as_millis() as u64;
     let status = crate::model::TurnStatus::after_stop(outcome.stop_reason, outcome.error.as_ref());
+    let wall_ms = outcome.usage.wall_ms;
+    let error = outcome
+        .error
+        .as_ref()
+        .map(|error| format!("{}: {}", error.code, error.message));
     log.stop(outcome.stop_reason, outcome.error, outcome.usage)
         .await;
-    tracing::info!(turn_id = %turn.id, status = %status, wall_ms = outcome.usage.wall_ms, "turn ended");
+    match error {
+        Some(error) => tracing::info!(status = %status, wall_ms, error, "turn ended"),
+        None => tracing::info!(status = %status, wall_ms, "turn ended"),
+    }
 }
 
 /// A tool call the model made, as the loop resolves it.
@@ -484,6 +493,7 @@ async fn run_steps(
     } else {
         None
     };
+    let mut call_ids = CallIds::new(&engine.store, turn.tenant_id, turn.session_id);
     for _ in 0..max_steps {
         if control.token().is_cancelled() {
             return Ok(stopped(control));
@@ -527,7 +537,7 @@ async fn run_steps(
         });
         let call_started = Instant::now();
         let before = outcome.usage;
-        let step = stream_message(stream, control, log, &mut outcome.usage).await?;
+        let step = stream_message(stream, control, log, &mut call_ids, &mut outcome.usage).await?;
         meter.record(
             call_started.elapsed(),
             step.error
@@ -615,6 +625,7 @@ async fn stream_message(
     >,
     control: &TurnControl,
     log: &mut TurnLog<'_>,
+    call_ids: &mut CallIds<'_>,
     usage: &mut Usage,
 ) -> Result<Step, EngineError> {
     log.emit(vec![EventData::MessageStart {}], Vec::new()).await;
@@ -653,6 +664,7 @@ async fn stream_message(
             }
             Some(Ok(ModelEvent::ToolCall { id, name, input })) => {
                 log.output();
+                let id = call_ids.name(id).await?;
                 message.push_tool_use(&id, &name, &input);
                 step.calls.push(Call {
                     id: id.clone(),

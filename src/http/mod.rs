@@ -30,14 +30,14 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::StatusCode;
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
-use actix_web::{HttpResponse, ResponseError, web};
+use actix_web::{HttpMessage, HttpResponse, ResponseError, web};
 use tracing::Span;
-use tracing_actix_web::{DefaultRootSpanBuilder, RootSpanBuilder};
+use tracing_actix_web::RootSpanBuilder;
 
 use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
 
-pub use body::{parse_json, parse_optional_json};
+pub use body::{Query, parse_json, parse_optional_json};
 pub use caller::{AdminAuth, TenantAuth, authenticate};
 pub use limits::{MAX_HEADER_BYTES, request_limits};
 pub use observe::{REQUEST_ID_HEADER, observe};
@@ -304,7 +304,9 @@ pub fn error_handlers<B: MessageBody + 'static>() -> ErrorHandlers<B> {
         let is_json = response
             .headers()
             .get(actix_web::http::header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+            .and_then(|v| v.to_str().ok())
+            .map(crate::model::media_type)
+            .is_some_and(|t| t == "application/json" || t.ends_with("+json"));
         if is_json {
             return Ok(ErrorHandlerResponse::Response(
                 response.map_into_left_body(),
@@ -345,18 +347,30 @@ pub fn configure_metrics(cfg: &mut web::ServiceConfig) {
 const MAX_CLIENT_REQUEST_ID: usize = 128;
 
 /// The request span: the request's id (the `Agentry-Request-Id` response header), method,
-/// route, status and, once known, the tenant, session and turn; a client's own
-/// `X-Request-Id` (visible ASCII, at most 128 characters) as `client_request_id`.
+/// route, status, the error's code and message when it failed, and, once known, the tenant,
+/// session and turn; a client's own `X-Request-Id` (visible ASCII, at most 128 characters)
+/// as `client_request_id`. Nothing else: one short line per request.
 pub struct RequestSpan;
 
 impl RootSpanBuilder for RequestSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        let span = tracing_actix_web::root_span!(
-            request,
+        let request_id = request
+            .extensions()
+            .get::<tracing_actix_web::RequestId>()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let route = request.match_pattern();
+        let span = tracing::info_span!(
+            "request",
+            method = %request.method(),
+            route = %route.as_deref().unwrap_or("unmatched"),
+            request_id = %request_id,
             tenant_id = tracing::field::Empty,
             session_id = tracing::field::Empty,
             turn_id = tracing::field::Empty,
-            client_request_id = tracing::field::Empty
+            client_request_id = tracing::field::Empty,
+            status = tracing::field::Empty,
+            error = tracing::field::Empty,
         );
         let client_id = request
             .headers()
@@ -377,38 +391,20 @@ impl RootSpanBuilder for RequestSpan {
         span: Span,
         outcome: &Result<ServiceResponse<B>, actix_web::Error>,
     ) {
-        let _entered = span.enter();
-        let error = match outcome {
-            Ok(response) => response
-                .response()
-                .error()
-                .map(|error| (error, response.status())),
-            Err(error) => Some((error, error.as_response_error().status_code())),
+        let (status, error) = match outcome {
+            Ok(response) => (
+                response.status(),
+                response.response().error().map(ToString::to_string),
+            ),
+            Err(error) => (
+                error.as_response_error().status_code(),
+                Some(error.to_string()),
+            ),
         };
-        if let Some((error, status)) = error {
-            log_refusal(error, status);
+        span.record("status", status.as_u16());
+        if let Some(error) = error {
+            span.record("error", error);
         }
-        drop(_entered);
-        DefaultRootSpanBuilder::on_request_end(span, outcome);
     }
 }
 
-/// Logs a request's error once, at the level it deserves: a refusal the server means
-/// (draining, its database full or unreachable) is not an ERROR in an operator's alerts;
-/// a client's mistake is a warning; only what went wrong inside the server is an error.
-fn log_refusal(error: &actix_web::Error, status: actix_web::http::StatusCode) {
-    const MESSAGE: &str = "request refused";
-    let code = error.as_error::<ApiError>().map(|e| e.code);
-    match code {
-        Some(ErrorCode::ShuttingDown | ErrorCode::Unavailable) => {
-            tracing::info!(error = %error, status = status.as_u16(), "{MESSAGE}")
-        }
-        Some(ErrorCode::DatabaseUnavailable | ErrorCode::InsufficientStorage) => {
-            tracing::warn!(error = %error, status = status.as_u16(), "{MESSAGE}")
-        }
-        _ if status.is_client_error() => {
-            tracing::warn!(error = %error, status = status.as_u16(), "{MESSAGE}")
-        }
-        _ => tracing::error!(error = %error, status = status.as_u16(), "{MESSAGE}"),
-    }
-}

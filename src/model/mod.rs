@@ -2,6 +2,7 @@
 
 mod body;
 mod builtin;
+mod call_id;
 mod event;
 mod history;
 mod ids;
@@ -19,6 +20,7 @@ pub use body::{
     check_part_name, media_type,
 };
 pub use builtin::Builtin;
+pub use call_id::{new_call_id, provider_call_id, repeated_call_id};
 pub use event::{Event, EventData};
 pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{

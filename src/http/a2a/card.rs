@@ -48,8 +48,10 @@ fn input_modes(agent: &Agent) -> Vec<String> {
     }
 }
 
-/// The agent's card; `base` is the server's public URL.
-pub fn card(agent: &Agent, base: &str) -> Value {
+/// The agent's card; `base` is the server's public URL. It declares the 1.0 and the 0.3
+/// interfaces (both served at the same URL; 0.3's HTTP+JSON under `/v1`, where 0.3
+/// clients put it) in 1.0's fields and, with `v03_fields`, in 0.3's too.
+pub fn card(agent: &Agent, base: &str, v03_fields: bool) -> Value {
     let settings = agent.settings();
     let name = settings
         .title
@@ -74,13 +76,15 @@ pub fn card(agent: &Agent, base: &str) -> Value {
             "tags": ["tool"],
         })
     }));
-    json!({
+    let mut card = json!({
         "name": name,
         "description": description,
         "version": settings.version,
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
         ],
         "capabilities": {
             "streaming": true,
@@ -97,12 +101,34 @@ pub fn card(agent: &Agent, base: &str) -> Value {
                     header replays exactly the frames after it from the durable log, then continues live."},
             ],
         },
-        "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}},
+        "securitySchemes": {"bearer": {
+            "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"},
+        }},
         "securityRequirements": [{"schemes": {"bearer": {}}}],
         "defaultInputModes": input_modes(agent),
         "defaultOutputModes": output_modes(agent),
         "skills": skills,
-    })
+    });
+    if v03_fields {
+        // 0.3's own fields, merged in as the official SDK's server does: its first 0.3
+        // interface, the others, and 0.3's forms of security and of the extended card.
+        let legacy = json!({
+            "url": url,
+            "preferredTransport": "JSONRPC",
+            "protocolVersion": "0.3",
+            "additionalInterfaces": [{"url": url, "transport": "HTTP+JSON"}],
+            "security": [{"bearer": []}],
+            "supportsAuthenticatedExtendedCard": true,
+        });
+        if let (Some(card), Value::Object(legacy)) = (card.as_object_mut(), legacy) {
+            card.extend(legacy);
+        }
+        let bearer = &mut card["securitySchemes"]["bearer"];
+        bearer["type"] = json!("http");
+        bearer["scheme"] = json!("Bearer");
+        bearer["bearerFormat"] = json!("JWT");
+    }
+    card
 }
 
 /// The card as a cacheable response: `ETag`, `Cache-Control`, and 304 to a match.
@@ -152,7 +178,10 @@ pub async fn get_agent_card(
 ) -> Result<HttpResponse, A2aError> {
     let agent = agent_for(&state, &path)?;
     let base = crate::http::forwarded::base_url(&req, &state.settings);
-    Ok(card_response(&req, &card(&agent, &base)))
+    Ok(card_response(
+        &req,
+        &card(&agent, &base, state.settings.a2a.card_v03_fields),
+    ))
 }
 
 /// The default agent's card (`a2a.default_agent`, else the first agent).
@@ -175,5 +204,8 @@ pub async fn get_default_card(
     }
     .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))?;
     let base = crate::http::forwarded::base_url(&req, &state.settings);
-    Ok(card_response(&req, &card(&agent, &base)))
+    Ok(card_response(
+        &req,
+        &card(&agent, &base, state.settings.a2a.card_v03_fields),
+    ))
 }

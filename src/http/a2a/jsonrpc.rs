@@ -11,7 +11,7 @@ use super::error::{A2aError, Kind};
 use super::ops::{Call, Frames, Reply};
 use super::params::{self, Params};
 use super::version::Version;
-use super::{card, push, sse};
+use super::{card, media, push, sse};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::http::TenantAuth;
@@ -79,13 +79,24 @@ fn rpc_error(id: &Value, error: A2aError, version: Version) -> HttpResponse {
         ("Last-Event-ID" = Option<String>, Header, description = "SubscribeToTask: replay the frames after this one")),
     request_body = crate::http::openapi::schemas::A2aObject,
     responses(
-        (status = 200, description = "A JSON-RPC response (result or A2A error); streaming methods answer SSE whose every `data` is one",
+        (status = 200, description = "A JSON-RPC response (result or A2A error), as `application/a2a+json` when the request used that type; a request whose `Content-Type` is not JSON is -32005 (ContentTypeNotSupported); streaming methods answer SSE whose every `data` is one",
             content((crate::http::openapi::schemas::A2aObject = "application/json"), (crate::http::openapi::schemas::A2aStream = "text/event-stream"))),
         (status = 404, description = "No such agent", body = crate::http::openapi::schemas::A2aStatus),
         (status = 429, description = "A quota or the turn queue refused the request", body = crate::http::openapi::schemas::A2aStatus),
         (status = 503, description = "The server is shutting down", body = crate::http::openapi::schemas::A2aStatus),
     ))]
 pub async fn json_rpc(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    req: HttpRequest,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> HttpResponse {
+    let a2a_json = media::asks_a2a_json(&req);
+    media::labelled(a2a_json, answer(auth, state, path, req, body).await)
+}
+
+async fn answer(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -117,6 +128,21 @@ pub async fn json_rpc(
             .error_response();
         }
     };
+    if let Some(sent) = media::not_json(&req) {
+        let id = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|request| request.get("id").cloned())
+            .filter(|id| matches!(id, Value::String(_) | Value::Number(_)))
+            .unwrap_or(Value::Null);
+        let error = A2aError::new(
+            Kind::ContentTypeNotSupported,
+            format!(
+                "Content-Type `{sent}` is not supported: a JSON-RPC request is \
+                 `application/json` (or `application/a2a+json`)"
+            ),
+        );
+        return rpc_error(&id, error, header_version.unwrap_or(Version::V03));
+    }
     let request: Value = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {
@@ -204,7 +230,11 @@ async fn dispatch(
         Method::PushDelete => Reply::Json(push::delete(call, params).await?),
         Method::ExtendedCard => {
             params::check_tenant(params, &call.tenant)?;
-            Reply::Json(card::card(&call.agent, base))
+            Reply::Json(card::card(
+                &call.agent,
+                base,
+                call.state.settings.a2a.card_v03_fields,
+            ))
         }
     })
 }
