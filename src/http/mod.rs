@@ -407,4 +407,3 @@ impl RootSpanBuilder for RequestSpan {
         }
     }
 }
-
