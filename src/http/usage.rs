@@ -42,6 +42,14 @@ pub async fn usage_report(
 ) -> Result<UsageReport, ApiError> {
     let from = query.from.unwrap_or(DateTime::UNIX_EPOCH);
     let to = query.to.unwrap_or_else(crate::model::now);
+    for (name, at) in [("from", from), ("to", to)] {
+        if !crate::model::is_storable(&at) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("{name}: must be between the years 1 and 9999"),
+            ));
+        }
+    }
     if from >= to {
         return Err(ApiError::new(
             ErrorCode::InvalidQuery,

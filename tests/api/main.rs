@@ -11,6 +11,7 @@ mod acp;
 mod admin;
 mod agentscope;
 mod auth;
+mod bounds;
 mod cluster;
 mod compaction;
 mod console;
