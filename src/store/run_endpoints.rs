@@ -123,8 +123,8 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
-            let existing: Option<i64> = sqlx::query_scalar(
-                "SELECT 1 FROM webhook_endpoints \
+            let existing: Option<EndpointId> = sqlx::query_scalar(
+                "SELECT id FROM webhook_endpoints \
                  WHERE tenant_id = $1 AND run_id = $2 AND run_key = $3",
             )
             .bind(tenant)
