@@ -21,6 +21,10 @@ pub struct SessionConfigRequest {
     pub client_tools: Option<Vec<ToolSpec>>,
 }
 
+/// How every read shows a secret option's value. Sent back on an update it keeps the
+/// stored secret; at creation it is refused (there is nothing to keep).
+pub const REDACTED: &str = "***";
+
 /// The configuration to store: options split into plain and secret values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedSessionConfig {
@@ -139,6 +143,15 @@ impl Agent {
         let mut secret_options = BTreeMap::new();
         let provided = request.options.into_iter().map(|(name, value)| {
             let kind = self.check_option(&name, &value)?;
+            if kind == OptionKind::Secret && value == REDACTED {
+                return Err(FieldError::new(
+                    format!("agent.options.{name}"),
+                    format!(
+                        "`{REDACTED}` is how a secret reads back, not a secret: send the value \
+                         itself, or omit the option for its default"
+                    ),
+                ));
+            }
             Ok((name, (kind, value)))
         });
         let provided: BTreeMap<_, _> = provided.collect::<Result<_, FieldError>>()?;

@@ -6,6 +6,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 
 use super::assemble::{MessageAssembler, turn_messages};
+use super::call_ids::CallIds;
 use super::compaction;
 use super::error::EngineError;
 use super::runner::{Engine, Permission, TurnControl};
@@ -400,6 +401,7 @@ async fn run_steps(
     } else {
         None
     };
+    let mut call_ids = CallIds::new(&engine.store, turn.tenant_id, turn.session_id);
     for _ in 0..max_steps {
         let input = compaction::ModelInput {
             system_prompt: &system_prompt,
@@ -440,7 +442,7 @@ async fn run_steps(
         });
         let call_started = Instant::now();
         let before = outcome.usage;
-        let step = stream_message(stream, control, log, &mut outcome.usage).await?;
+        let step = stream_message(stream, control, log, &mut call_ids, &mut outcome.usage).await?;
         meter.record(
             call_started.elapsed(),
             step.error
@@ -522,6 +524,7 @@ async fn stream_message(
     >,
     control: &TurnControl,
     log: &mut TurnLog<'_>,
+    call_ids: &mut CallIds<'_>,
     usage: &mut Usage,
 ) -> Result<Step, EngineError> {
     log.emit(vec![EventData::MessageStart {}], Vec::new()).await;
@@ -560,6 +563,7 @@ async fn stream_message(
             }
             Some(Ok(ModelEvent::ToolCall { id, name, input })) => {
                 log.output();
+                let id = call_ids.name(id).await?;
                 message.push_tool_use(&id, &name, &input);
                 step.calls.push(Call {
                     id: id.clone(),

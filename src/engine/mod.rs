@@ -6,6 +6,7 @@
 
 mod agent_loop;
 mod assemble;
+mod call_ids;
 mod cluster;
 mod compaction;
 mod error;

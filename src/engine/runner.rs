@@ -754,6 +754,21 @@ impl Engine {
         }
         for (name, value) in &overrides.options {
             match agent.check_option(name, value)? {
+                // A secret as a read showed it: the stored one stays.
+                OptionKind::Secret
+                    if value == crate::agents::REDACTED
+                        && session.sealed_options.contains_key(name) => {}
+                OptionKind::Secret if value == crate::agents::REDACTED => {
+                    return Err(crate::model::FieldError::new(
+                        format!("agent.options.{name}"),
+                        format!(
+                            "`{}` keeps a stored secret, and this session has none: send the \
+                             value itself",
+                            crate::agents::REDACTED
+                        ),
+                    )
+                    .into());
+                }
                 OptionKind::Secret => {
                     let sealed =
                         seal_option(&self.secrets, &session.tenant_id, &session.id, name, value);

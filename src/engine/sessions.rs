@@ -15,7 +15,7 @@ use crate::model::{
 use crate::store::StoreError;
 
 /// What every read of a session shows: secret option values are `"***"`.
-pub const REDACTED: &str = "***";
+pub use crate::agents::REDACTED;
 
 /// A session as readers see it.
 #[derive(Debug, Clone, PartialEq)]

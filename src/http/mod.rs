@@ -306,7 +306,9 @@ pub fn error_handlers<B: MessageBody + 'static>() -> ErrorHandlers<B> {
         let is_json = response
             .headers()
             .get(actix_web::http::header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+            .and_then(|v| v.to_str().ok())
+            .map(crate::model::media_type)
+            .is_some_and(|t| t == "application/json" || t.ends_with("+json"));
         if is_json {
             return Ok(ErrorHandlerResponse::Response(
                 response.map_into_left_body(),

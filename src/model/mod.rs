@@ -3,6 +3,7 @@
 mod address;
 mod body;
 mod builtin;
+mod call_id;
 mod event;
 mod history;
 mod ids;
@@ -21,6 +22,7 @@ pub use body::{
     check_part_name, media_type,
 };
 pub use builtin::Builtin;
+pub use call_id::{new_call_id, provider_call_id, repeated_call_id};
 pub use event::{Event, EventData};
 pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{

@@ -12,7 +12,7 @@ use super::tool_names::ToolNames;
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
 use crate::config::HttpProviderSettings;
-use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
+use crate::model::{Content, ContentBlock, HistoryMessage, StopReason, provider_call_id};
 
 const API_VERSION: &str = "2023-06-01";
 /// `max_tokens` is required by this API; used when the agent sets none.
@@ -62,7 +62,7 @@ fn blocks(content: &Content, names: &ToolNames) -> Vec<Value> {
                     name,
                     input,
                 } => Some(
-                    json!({"type": "tool_use", "id": tool_call_id, "name": names.wire(name), "input": input}),
+                    json!({"type": "tool_use", "id": provider_call_id(tool_call_id), "name": names.wire(name), "input": input}),
                 ),
                 // Thinking goes back only with the signature this API issued; none is kept.
                 ContentBlock::Thinking { .. } => None,
@@ -97,7 +97,7 @@ fn to_request<M: std::borrow::Borrow<HistoryMessage>>(
             } => (
                 "user",
                 vec![
-                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": blocks(content, names)}),
+                    json!({"type": "tool_result", "tool_use_id": provider_call_id(tool_call_id), "content": blocks(content, names)}),
                 ],
             ),
         };

@@ -13,7 +13,7 @@ use super::tool_names::ToolNames;
 use super::{ModelEvent, ModelRequest, Provider, ProviderError, parse_arguments};
 use crate::agents::template::render_options;
 use crate::config::HttpProviderSettings;
-use crate::model::{Content, ContentBlock, HistoryMessage, StopReason};
+use crate::model::{Content, ContentBlock, HistoryMessage, StopReason, provider_call_id};
 
 pub struct OpenAiProvider {
     http: reqwest::Client,
@@ -49,7 +49,7 @@ fn to_messages<M: std::borrow::Borrow<HistoryMessage>>(
             HistoryMessage::Tool {
                 tool_call_id,
                 content,
-            } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": plain_text(content)}),
+            } => json!({"role": "tool", "tool_call_id": provider_call_id(tool_call_id), "content": plain_text(content)}),
         });
     }
     messages
@@ -102,7 +102,7 @@ fn assistant_message(content: &Content, names: &ToolNames) -> Value {
                 name,
                 input,
             } => Some(json!({
-                "id": tool_call_id,
+                "id": provider_call_id(tool_call_id),
                 "type": "function",
                 "function": {"name": names.wire(name), "arguments": Value::Object(input.clone()).to_string()}
             })),
@@ -150,19 +150,14 @@ impl ToolCallFragments {
         }
     }
 
-    /// The calls in index order.
+    /// The calls in index order; one sent without an id has an empty one (the engine names
+    /// it).
     fn finish(mut self) -> Vec<ModelEvent> {
         self.calls.sort_by_key(|c| c.0);
         self.calls
             .into_iter()
-            .enumerate()
-            .map(|(i, (_, id, name, arguments))| {
+            .map(|(_, id, name, arguments)| {
                 let input = parse_arguments(arguments);
-                let id = if id.is_empty() {
-                    format!("call_{i}")
-                } else {
-                    id
-                };
                 ModelEvent::ToolCall { id, name, input }
             })
             .collect()

@@ -42,6 +42,47 @@ impl Store {
         }
     }
 
+    /// Whether the session's full history holds a tool call (or a tool message) with this
+    /// id.
+    pub async fn has_tool_call(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let found: Option<i64> = match &self.db {
+            super::Db::Sqlite(pools) => {
+                sqlx::query_scalar(
+                    "SELECT h.position FROM history h JOIN sessions s ON s.id = h.session_id \
+                     WHERE s.tenant_id = $1 AND h.session_id = $2 \
+                     AND (json_extract(h.message, '$.toolCallId') = $3 OR EXISTS ( \
+                       SELECT 1 FROM json_each(h.message, '$.content') c WHERE c.type = 'object' \
+                       AND json_extract(h.message, c.fullkey || '.toolCallId') = $3)) LIMIT 1",
+                )
+                .bind(tenant)
+                .bind(session)
+                .bind(id)
+                .fetch_optional(&pools.read)
+                .await?
+            }
+            super::Db::Postgres(pool) => {
+                sqlx::query_scalar(
+                    "SELECT h.position FROM history h JOIN sessions s ON s.id = h.session_id \
+                     WHERE s.tenant_id = $1 AND h.session_id = $2 \
+                     AND (h.message ->> 'toolCallId' = $3 OR h.message @> jsonb_build_object( \
+                       'content', jsonb_build_array(jsonb_build_object('toolCallId', $3::text)))) \
+                     LIMIT 1",
+                )
+                .bind(tenant)
+                .bind(session)
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+            }
+        };
+        Ok(found.is_some())
+    }
+
     /// The full history's messages from `position` on, in order, with the position the
     /// compacted overlay stands for (`None`: no overlay). `NotFound` for an unknown session.
     pub async fn list_history_since(

@@ -12,8 +12,8 @@
 // The SDK speaks protocol 1.0 and, through its v0.3 compat transports, 0.3. The driver runs
 // the whole scenario on 1.0 JSON-RPC and on 0.3 JSON-RPC (`message/send`, no `A2A-Version`
 // 1.0, `kind`-tagged results; 0.3 has no ListTasks), and the core (send, get, stream) on 1.0
-// and 0.3 HTTP+JSON. For 0.3 it gives the client the resolved card with its interfaces
-// relabelled `0.3`, which is what makes the SDK pick its 0.3 transports.
+// and 0.3 HTTP+JSON. For 0.3 it gives the client the resolved card with only the interfaces
+// it declares for 0.3, which is what makes the SDK pick its 0.3 transports.
 //
 // One line per step on stdout; the first failed check ends the run with exit status 1.
 
@@ -479,11 +479,16 @@ async function resolveCard(agent) {
     caps.streaming && caps.extendedAgentCard,
     `card of ${agent}: capabilities ${JSON.stringify(caps)}: streaming and extendedAgentCard are not both true`,
   );
-  const bearer = Object.entries(card.securitySchemes ?? {}).filter(
-    ([, scheme]) =>
-      scheme.scheme?.$case === "httpAuthSecurityScheme" &&
-      scheme.scheme.value.scheme.toLowerCase() === "bearer",
-  );
+  // The resolver parses a card whose schemes are in ProtoJSON alone (`$case`); a card that
+  // also carries 0.3's `type` in them, as the official Python SDK's server writes it, comes
+  // back as sent.
+  const bearer = Object.entries(card.securitySchemes ?? {}).filter(([, scheme]) => {
+    const http =
+      scheme.scheme?.$case === "httpAuthSecurityScheme"
+        ? scheme.scheme.value
+        : scheme.httpAuthSecurityScheme;
+    return http?.scheme?.toLowerCase() === "bearer";
+  });
   check(bearer.length > 0, `card of ${agent}: no bearer httpAuthSecurityScheme`);
   step(
     `card of ${agent}: ${JSON.stringify(card.name)}, interfaces ${interfaces.join(", ")}, ` +
@@ -492,12 +497,19 @@ async function resolveCard(agent) {
   return card;
 }
 
-/** The card as a v0.3 client would use it: every interface labelled 0.3. */
+/**
+ * The card as a v0.3 client uses it: only the interfaces the card itself declares for 0.3
+ * (the SDK picks 1.0 whenever a card offers it). The card must declare one per binding.
+ */
 function as03(card) {
-  return {
-    ...card,
-    supportedInterfaces: card.supportedInterfaces.map((i) => ({ ...i, protocolVersion: "0.3" })),
-  };
+  const legacy = card.supportedInterfaces.filter((i) => i.protocolVersion === "0.3");
+  for (const binding of ["JSONRPC", "HTTP+JSON"]) {
+    check(
+      legacy.some((i) => i.protocolBinding === binding),
+      `card of ${card.name}: no ${binding} 0.3 interface: ${JSON.stringify(card.supportedInterfaces)}`,
+    );
+  }
+  return { ...card, supportedInterfaces: legacy };
 }
 
 async function clientFor(card, binding) {

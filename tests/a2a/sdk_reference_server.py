@@ -115,6 +115,8 @@ def card_for(base: str, name: str, push: bool) -> AgentCard:
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
             AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="1.0"),
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
+            AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="0.3"),
         ],
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=push, extended_agent_card=True

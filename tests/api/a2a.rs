@@ -1,6 +1,7 @@
 //! The A2A face: cards, both bindings (JSON-RPC at `/a2a/{agent}`, HTTP+JSON under it) in
 //! both versions (1.0 with `A2A-Version: 1.0`, 0.3 without, or under `/v1`).
 
+mod conformance;
 mod input;
 mod isolation;
 mod push;
@@ -297,13 +298,26 @@ async fn every_agent_has_a_card_with_its_interfaces_cached_by_etag() {
         json!([
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
         ])
     );
+    // 0.3's own card fields, merged in as the official SDK's server does.
+    assert_eq!(card["url"], url);
+    assert_eq!(card["preferredTransport"], "JSONRPC");
+    assert_eq!(card["protocolVersion"], "0.3");
+    assert_eq!(
+        card["additionalInterfaces"],
+        json!([{"url": url, "transport": "HTTP+JSON"}])
+    );
+    assert_eq!(card["security"], json!([{"bearer": []}]));
+    assert_eq!(card["supportsAuthenticatedExtendedCard"], true);
     assert_eq!(card["capabilities"]["streaming"], true);
     assert_eq!(card["capabilities"]["extendedAgentCard"], true);
     assert_eq!(
         card["securitySchemes"]["bearer"],
-        json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}})
+        json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"},
+               "type": "http", "scheme": "Bearer", "bearerFormat": "JWT"})
     );
     assert_eq!(
         card["securityRequirements"],
@@ -495,7 +509,8 @@ async fn a_blocking_send_answers_the_completed_task_in_each_versions_shape() {
     )
     .await;
     assert_eq!(rest_1.status, StatusCode::OK, "{}", rest_1.text);
-    assert_eq!(rest_1.headers["content-type"], "application/a2a+json");
+    // `application/a2a+json` only to a request that used it.
+    assert_eq!(rest_1.headers["content-type"], "application/json");
     assert_eq!(
         rest_1.body["task"]["status"]["state"],
         "TASK_STATE_COMPLETED"

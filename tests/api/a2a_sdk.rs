@@ -1,6 +1,7 @@
 //! The official A2A SDKs drive the A2A face: the Python `a2a-sdk` and the JS `@a2a-js/sdk`
 //! clients run every operation through their own code (`tests/a2a/*_client.*`) against a real
-//! app, and those drivers check every answer.
+//! app, and those drivers check every answer; a 0.3 release of the Python SDK resolves the
+//! card and sends over the 0.3 interfaces it finds there.
 //!
 //! Each SDK is installed once per target directory, under `CARGO_TARGET_TMPDIR`: built in a
 //! staging directory and renamed into place with a marker inside, so a half-made install is
@@ -16,6 +17,8 @@ use crate::helpers::{TestDb, spawn_app_on};
 
 /// The Python SDK, as pip names it.
 const PYTHON_SDK: &str = "a2a-sdk==1.3.0";
+/// A release of the Python SDK that speaks only protocol 0.3.
+const PYTHON_SDK_03: &str = "a2a-sdk==0.3.26";
 /// The JS SDK and its dependencies, pinned by the lock file beside the driver.
 const JS_PACKAGE: &str = include_str!("../a2a/package.json");
 const JS_LOCK: &str = include_str!("../a2a/package-lock.json");
@@ -73,6 +76,21 @@ async fn the_official_python_sdk_drives_every_operation() {
 }
 
 #[tokio::test]
+async fn a_0_3_python_sdk_resolves_the_card_and_sends_over_its_0_3_interfaces() {
+    let venv = tokio::task::spawn_blocking(|| python_venv("a2a-sdk-03-venv", PYTHON_SDK_03))
+        .await
+        .unwrap()
+        .unwrap_or_else(|missing| panic!("the 0.3 Python A2A SDK cannot be installed: {missing}"));
+    let app = spawn_app_on(Arc::new(TestDb::new().await), CONFIG).await;
+    let (_, token) = app.new_tenant().await;
+    let mut driver = tokio::process::Command::new(venv.join("bin/python"));
+    driver
+        .arg(format!("{DRIVERS}/sdk03_client.py"))
+        .args([app.address.as_str(), &token, "echo"]);
+    run_driver(driver, "sdk03_client.py").await;
+}
+
+#[tokio::test]
 async fn the_official_js_sdk_drives_every_operation_in_protocol_1_0_and_0_3() {
     let sdk = tokio::task::spawn_blocking(js_sdk)
         .await
@@ -126,7 +144,12 @@ async fn run_driver(mut driver: tokio::process::Command, name: &str) {
 
 /// A virtualenv with the Python SDK; its directory.
 fn python_sdk() -> Result<PathBuf, String> {
-    installed("a2a-sdk-venv", PYTHON_SDK, |dir| {
+    python_venv("a2a-sdk-venv", PYTHON_SDK)
+}
+
+/// A virtualenv `name` with `package` installed; its directory.
+fn python_venv(name: &str, package: &str) -> Result<PathBuf, String> {
+    installed(name, package, |dir| {
         run(
             Command::new("python3").args(["-m", "venv"]).arg(dir),
             "`python3 -m venv` (python3 with its venv module, Debian's python3-venv, is needed)",
@@ -138,9 +161,9 @@ fn python_sdk() -> Result<PathBuf, String> {
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
-                PYTHON_SDK,
+                package,
             ]),
-            &format!("`pip install {PYTHON_SDK}` (PyPI must be reachable)"),
+            &format!("`pip install {package}` (PyPI must be reachable)"),
         )
     })
 }

@@ -475,20 +475,30 @@ async fn a_model_that_reuses_call_ids_turn_after_turn_is_awaited_each_time() {
             asked.text
         );
         assert_eq!(asked.body["stopReason"], "tool_use", "round {round}");
+        // The second `call_0` gets an id of its own: clients see a new, unanswered call.
+        let id = asked.body["messages"][0]["content"][0]["toolCallId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if round == 0 {
+            assert_eq!(id, "call_0");
+        } else {
+            assert!(id != "call_0" && id.starts_with("call_0"), "{id}");
+        }
 
         // The call is pending: a user message is refused, naming it.
         let early = app
             .post(&path, &token, json!({"messages": [user("never mind")]}))
             .await;
         assert_eq!(early.status, StatusCode::BAD_REQUEST, "round {round}");
-        assert!(early.text.contains("call_0"), "{}", early.text);
+        assert!(early.text.contains(&id), "{}", early.text);
 
         server.push(Reply::Stream(vec![text("Done."), finish("stop")]));
         let answered = app
             .post(
                 &path,
                 &token,
-                json!({"messages": [{"role": "tool", "toolCallId": "call_0", "content": "found"}]}),
+                json!({"messages": [{"role": "tool", "toolCallId": id, "content": "found"}]}),
             )
             .await;
         assert_eq!(

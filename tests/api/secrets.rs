@@ -176,3 +176,85 @@ async fn a_turns_stored_request_hash_is_keyed_and_idempotent_retries_still_match
         assert_ne!(stored, unkeyed);
     }
 }
+
+/// The session's options as the engine opens them (secrets decrypted).
+async fn opened(
+    app: &crate::helpers::TestApp,
+    tenant: &str,
+    session: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let stored = app
+        .state
+        .store
+        .get_session(&tenant.parse().unwrap(), &session.parse().unwrap())
+        .await
+        .unwrap();
+    agentry::engine::open_secret_options(&app.state.secrets, &stored).unwrap()
+}
+
+#[tokio::test]
+async fn a_redacted_secret_sent_back_on_a_turn_keeps_the_stored_secret() {
+    let app = spawn_app().await;
+    let (tenant, token) = app.new_tenant().await;
+    let session = app
+        .create_session(
+            &token,
+            json!({"agent": {"name": "echo", "options": {"api_key": "sk-real", "style": "plain"}}}),
+        )
+        .await;
+    // A client sends back the options it read, changing one of them.
+    let read = app.get(&format!("/sessions/{session}"), &token).await;
+    let mut options = read.body["agent"]["options"].clone();
+    assert_eq!(options["api_key"], "***");
+    options["style"] = json!("upper");
+    let turn = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"agent": {"options": options}, "messages": [crate::helpers::user("hi")]}),
+        )
+        .await;
+    assert_eq!(turn.status, StatusCode::OK, "{}", turn.text);
+    assert_eq!(turn.body["messages"][0]["content"][0]["text"], "HI");
+    let now = opened(&app, &tenant, &session).await;
+    assert_eq!(now["api_key"], "sk-real");
+    assert_eq!(now["style"], "upper");
+    // A real value still replaces it.
+    let turn = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"agent": {"options": {"api_key": "sk-new"}}, "messages": [crate::helpers::user("hi")]}),
+        )
+        .await;
+    assert_eq!(turn.status, StatusCode::OK, "{}", turn.text);
+    assert_eq!(opened(&app, &tenant, &session).await["api_key"], "sk-new");
+}
+
+#[tokio::test]
+async fn a_redacted_secret_at_creation_is_refused_naming_the_option() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let refused = app
+        .post(
+            "/sessions",
+            &token,
+            json!({"agent": {"name": "echo", "options": {"api_key": "***", "style": "plain"}}}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text);
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("agent.options.api_key"), "{message}");
+    assert!(message.contains("***"), "{message}");
+    let listed = app.get("/sessions", &token).await;
+    assert_eq!(listed.body["sessions"], json!([]), "no session was made");
+    // A select or text option may hold the text `***`: only secrets read back redacted.
+    let plain = app
+        .post(
+            "/sessions",
+            &token,
+            json!({"agent": {"name": "tooly", "options": {"language": "***"}}}),
+        )
+        .await;
+    assert_eq!(plain.status, StatusCode::CREATED, "{}", plain.text);
+}

@@ -216,7 +216,6 @@ impl Webhooks {
 
     pub(super) async fn checked_url(&self, url: &str) -> Result<String, WebhookError> {
         let target = target::check_target(url.trim(), &self.settings)
-            .await
             .map_err(|message| FieldError::new("url", message))?;
         Ok(target.url.to_string())
     }

@@ -1,6 +1,7 @@
 //! Where a delivery may go: `https://` URLs (and `http://` when the operator allows it)
 //! whose every address is outside the network (not loopback, private, link-local,
-//! unique-local, multicast or unspecified), unless the operator allows the host.
+//! unique-local, multicast or unspecified), unless the operator allows the host. A name is
+//! resolved and its addresses checked at each delivery, never at registration.
 
 use std::net::SocketAddr;
 
@@ -81,9 +82,28 @@ pub async fn resolve_target(
     Ok(first)
 }
 
-/// Checks a URL as an endpoint's target: its form and its addresses.
-pub async fn check_target(url: &str, settings: &WebhooksSettings) -> Result<Target, String> {
+/// Checks a URL as an endpoint's target with what is known without DNS: its form, and a
+/// host written as an address (or `localhost`) must not be internal. A name's addresses
+/// are checked at each delivery, so an endpoint can be registered while DNS is down or
+/// before its name exists.
+pub fn check_target(url: &str, settings: &WebhooksSettings) -> Result<Target, String> {
     let target = parse_target(url, settings)?;
-    resolve_target(&target, settings).await?;
+    let bare = target.host.trim_matches(['[', ']']);
+    if settings.allows(&target.host, target.port) || settings.allows(bare, target.port) {
+        return Ok(target);
+    }
+    let internal = match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => is_internal(ip),
+        Err(_) => {
+            let name = bare.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    };
+    if internal {
+        return Err(format!(
+            "`{}` is an internal address; an operator can allow it in webhooks.allow_targets",
+            target.host
+        ));
+    }
     Ok(target)
 }

@@ -48,7 +48,9 @@ fn input_modes(agent: &Agent) -> Vec<String> {
     }
 }
 
-/// The agent's card; `base` is the server's public URL.
+/// The agent's card; `base` is the server's public URL. It declares the 1.0 and the 0.3
+/// interfaces (both served at the same URL; 0.3's HTTP+JSON under `/v1`, where 0.3
+/// clients put it), in 1.0's fields and, merged in, 0.3's.
 pub fn card(agent: &Agent, base: &str) -> Value {
     let settings = agent.settings();
     let name = settings
@@ -81,6 +83,8 @@ pub fn card(agent: &Agent, base: &str) -> Value {
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
         ],
         "capabilities": {
             "streaming": true,
@@ -97,11 +101,23 @@ pub fn card(agent: &Agent, base: &str) -> Value {
                     header replays exactly the frames after it from the durable log, then continues live."},
             ],
         },
-        "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}},
+        "securitySchemes": {"bearer": {
+            "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"},
+            "type": "http", "scheme": "Bearer", "bearerFormat": "JWT",
+        }},
         "securityRequirements": [{"schemes": {"bearer": {}}}],
         "defaultInputModes": input_modes(agent),
         "defaultOutputModes": output_modes(agent),
         "skills": skills,
+        // The 0.3 card's own fields, for 0.3 clients, as the official SDK's server adds them:
+        // its first 0.3 interface, the others, and 0.3's names for security and the
+        // extended card.
+        "url": url,
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3",
+        "additionalInterfaces": [{"url": url, "transport": "HTTP+JSON"}],
+        "security": [{"bearer": []}],
+        "supportsAuthenticatedExtendedCard": true,
     })
 }
 

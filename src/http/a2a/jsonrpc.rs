@@ -11,7 +11,7 @@ use super::error::{A2aError, Kind};
 use super::ops::{Call, Frames, Reply};
 use super::params::{self, Params};
 use super::version::Version;
-use super::{card, push, sse};
+use super::{card, media, push, sse};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::http::TenantAuth;
@@ -104,6 +104,17 @@ pub async fn json_rpc(
     req: HttpRequest,
     body: Result<web::Bytes, actix_web::Error>,
 ) -> HttpResponse {
+    let a2a_json = media::asks_a2a_json(&req);
+    media::labelled(a2a_json, answer(auth, state, path, req, body).await)
+}
+
+async fn answer(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    req: HttpRequest,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> HttpResponse {
     let agent = match card::agent_for(&state, &path) {
         Ok(agent) => agent,
         Err(error) => return error.error_response(),
@@ -129,6 +140,21 @@ pub async fn json_rpc(
             .error_response();
         }
     };
+    if let Some(sent) = media::not_json(&req) {
+        let id = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|request| request.get("id").cloned())
+            .filter(|id| matches!(id, Value::String(_) | Value::Number(_)))
+            .unwrap_or(Value::Null);
+        let error = A2aError::new(
+            Kind::ContentTypeNotSupported,
+            format!(
+                "Content-Type `{sent}` is not supported: a JSON-RPC request is \
+                 `application/json` (or `application/a2a+json`)"
+            ),
+        );
+        return rpc_error(&id, error, header_version.unwrap_or(Version::V03));
+    }
     let request: Value = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {

@@ -8,6 +8,7 @@ pub mod card;
 mod error;
 pub mod jsonrpc;
 mod list;
+mod media;
 mod ops;
 mod params;
 mod parse;

@@ -314,8 +314,14 @@ impl Call {
                 let mut task = renderer.task();
                 task.history = tasks::history(&self.state, run, session).await?;
                 let cursor = renderer.last_frame();
-                let id = (cursor != FrameId::START).then_some(cursor);
-                first = Some((id, StreamEvent::Task(Box::new(task)).to_json(version)));
+                // A task that holds no event yet is frame `0`: before every event, so
+                // resuming after it replays them all.
+                let id = if cursor == FrameId::START {
+                    FrameId::new(0, 0)
+                } else {
+                    cursor
+                };
+                first = Some((Some(id), StreamEvent::Task(Box::new(task)).to_json(version)));
                 cursor
             }
         };

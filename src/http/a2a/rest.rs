@@ -10,7 +10,7 @@ use super::error::A2aError;
 use super::ops::{Call, Reply};
 use super::params::{self, Params};
 use super::version::Version;
-use super::{card, push, sse};
+use super::{card, media, push, sse};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::http::TenantAuth;
@@ -46,11 +46,12 @@ fn version_of(req: &HttpRequest) -> Result<Version, A2aError> {
 fn query(req: &HttpRequest) -> Result<Params, A2aError> {
     let pairs = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
         .map_err(|e| A2aError::invalid("query", e.to_string()))?;
-    Ok(pairs
+    let params: Params = pairs
         .into_inner()
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
-        .collect())
+        .collect();
+    params::proto_names(params)
 }
 
 /// The body as an object (empty: none).
@@ -72,7 +73,7 @@ fn body_object(body: Result<web::Bytes, actix_web::Error>) -> Result<Params, A2a
         return Ok(Map::new());
     }
     match serde_json::from_slice(&body) {
-        Ok(Value::Object(object)) => Ok(object),
+        Ok(Value::Object(object)) => params::proto_names(object),
         Ok(_) => Err(A2aError::invalid("body", "must be a JSON object")),
         Err(e) => Err(A2aError::new(
             super::error::Kind::ParseError,
@@ -81,7 +82,23 @@ fn body_object(body: Result<web::Bytes, actix_web::Error>) -> Result<Params, A2a
     }
 }
 
+/// The operation's answer (an error too) as JSON of the type the request asked for.
 async fn execute(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    agent: &str,
+    op: Op,
+    params: Result<Params, A2aError>,
+) -> Result<HttpResponse, A2aError> {
+    let a2a_json = media::asks_a2a_json(&req);
+    let response = execute_op(auth, state, req, agent, op, params)
+        .await
+        .unwrap_or_else(|error| error.error_response());
+    Ok(media::labelled(a2a_json, response))
+}
+
+async fn execute_op(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -119,10 +136,6 @@ async fn execute(
     Ok(match reply {
         Reply::Stream(frames) => sse::response(&state, frames),
         Reply::Json(value) => {
-            let content_type = match version {
-                Version::V1 => "application/a2a+json",
-                Version::V03 | Version::V03Rest => "application/json",
-            };
             // A deleted config answers `{}`.
             let value = if value.is_null() {
                 Value::Object(Map::new())
@@ -130,7 +143,7 @@ async fn execute(
                 value
             };
             HttpResponse::Ok()
-                .content_type(content_type)
+                .content_type("application/json")
                 .body(value.to_string())
         }
     })

@@ -1,5 +1,11 @@
 //! The event log as AAP SSE events: delta mode as it happens, message mode aggregated per
 //! message. Live and replayed streams render the same way.
+//!
+//! Every frame's `id:` is the seq of one stored event, so each frame has an id of its own,
+//! strictly increasing, that resumes exactly after itself in either mode: a delta mode
+//! frame is its event's; a message mode block is named by the last event that made it (a
+//! text block by its last delta, a tool call by its `tool_call`), although it is sent when
+//! its message ends. A client that resumes after a block replays from the next event on.
 
 use serde::Serialize;
 use serde_json::json;
@@ -10,7 +16,35 @@ use crate::model::{ContentBlock, Event, EventData, StreamMode};
 
 pub struct AapRenderer {
     mode: StreamMode,
-    open: Option<MessageAssembler>,
+    open: Option<OpenMessage>,
+}
+
+/// The message being gathered in message mode: its blocks, and for each the seq of the last
+/// event that went into it (its frame's id).
+#[derive(Default)]
+struct OpenMessage {
+    blocks: MessageAssembler,
+    ends: Vec<i64>,
+}
+
+impl OpenMessage {
+    fn push(&mut self, seq: i64, data: &EventData) {
+        self.blocks.push_event(data);
+        if self.blocks.blocks().len() > self.ends.len() {
+            self.ends.push(seq);
+        } else if let Some(end) = self.ends.last_mut() {
+            *end = seq;
+        }
+    }
+
+    fn frames(self) -> Vec<Frame> {
+        self.blocks
+            .finish_blocks()
+            .iter()
+            .zip(self.ends)
+            .filter_map(|(block, seq)| block_frame(seq, block))
+            .collect()
+    }
 }
 
 /// A frame whose data is serialized straight to text (no `Value` in between).
@@ -65,32 +99,28 @@ impl AapRenderer {
         if self.mode == StreamMode::Message {
             match &event.data {
                 EventData::MessageStart {} => {
-                    self.open = Some(MessageAssembler::default());
+                    self.open = Some(OpenMessage::default());
                     return Vec::new();
                 }
                 EventData::TextDelta { .. } | EventData::ThinkingDelta { .. } => {
                     // A replay that starts inside a message gathers what is left of it.
                     self.open
-                        .get_or_insert_with(MessageAssembler::default)
-                        .push_event(&event.data);
+                        .get_or_insert_with(OpenMessage::default)
+                        .push(seq, &event.data);
                     return Vec::new();
                 }
                 EventData::ToolCall { .. } if self.open.is_some() => {
                     if let Some(open) = self.open.as_mut() {
-                        open.push_event(&event.data);
+                        open.push(seq, &event.data);
                     }
                     return Vec::new();
                 }
                 EventData::MessageStop {} => {
-                    let blocks = self
+                    return self
                         .open
                         .take()
-                        .map(|m| m.finish_blocks())
+                        .map(OpenMessage::frames)
                         .unwrap_or_default();
-                    return blocks
-                        .iter()
-                        .filter_map(|block| block_frame(seq, block))
-                        .collect();
                 }
                 _ => {}
             }
@@ -134,5 +164,82 @@ impl AapRenderer {
             | EventData::Usage { .. }
             | EventData::Compaction { .. } => Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{SessionId, StopReason, TurnId, Usage};
+
+    fn events() -> Vec<Event> {
+        let tool = |id: &str| EventData::ToolCall {
+            tool_call_id: id.into(),
+            name: "clock".into(),
+            input: serde_json::Map::new(),
+        };
+        let data = vec![
+            EventData::TurnStart {},
+            EventData::MessageStart {},
+            EventData::ThinkingDelta { delta: "h".into() },
+            EventData::ThinkingDelta { delta: "m".into() },
+            EventData::TextDelta { delta: "a".into() },
+            EventData::TextDelta { delta: "b".into() },
+            tool("c1"),
+            tool("c2"),
+            EventData::MessageStop {},
+            EventData::Usage {
+                input_tokens: 1,
+                output_tokens: 1,
+            },
+            EventData::TurnStop {
+                stop_reason: StopReason::ToolUse,
+                error: None,
+                usage: Usage::default(),
+            },
+        ];
+        let (session, turn) = (SessionId::generate(), TurnId::generate());
+        data.into_iter()
+            .enumerate()
+            .map(|(i, data)| Event {
+                session_id: session,
+                seq: i as i64 + 1,
+                turn_id: turn,
+                data,
+                created_at: chrono::Utc::now(),
+            })
+            .collect()
+    }
+
+    fn render(mode: StreamMode, after: i64) -> Vec<(i64, &'static str)> {
+        let mut renderer = AapRenderer::new(mode);
+        events()
+            .iter()
+            .filter(|e| e.seq > after)
+            .flat_map(|e| renderer.render(e))
+            .map(|f| (f.id.unwrap(), f.event.unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn message_mode_blocks_are_named_by_their_last_event_and_resume_after_themselves() {
+        let all = render(StreamMode::Message, 0);
+        assert_eq!(
+            all,
+            vec![
+                (1, "turn_start"),
+                (4, "thinking"),
+                (6, "text"),
+                (7, "tool_call"),
+                (8, "tool_call"),
+                (11, "turn_stop"),
+            ]
+        );
+        for (i, (id, _)) in all.iter().enumerate() {
+            assert_eq!(render(StreamMode::Message, *id), all[i + 1..], "after {id}");
+        }
+        let deltas = render(StreamMode::Delta, 0);
+        let ids: Vec<i64> = deltas.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, vec![1, 3, 4, 5, 6, 7, 8, 11]);
     }
 }
