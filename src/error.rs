@@ -44,6 +44,15 @@ pub enum ErrorCode {
     Unavailable,
 }
 
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(code)) => f.write_str(&code),
+            _ => write!(f, "{self:?}"),
+        }
+    }
+}
+
 impl ErrorCode {
     pub fn status(self) -> StatusCode {
         match self {
@@ -79,7 +88,7 @@ impl ErrorCode {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{code:?}: {message}")]
+#[error("{code}: {message}")]
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,

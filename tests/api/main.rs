@@ -19,6 +19,7 @@ mod console;
 mod cors;
 mod deployment;
 mod errors;
+mod first_errors;
 mod frame_ids;
 mod hardening;
 mod history_pages;

@@ -10,6 +10,7 @@ use super::PathSession;
 use crate::app::AppState;
 use crate::config::HistoryType;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::Query;
 use crate::http::history_page::{HistoryPageQuery, next_cursor};
 use crate::http::openapi::schemas as doc;
 use crate::model::{ContentBlock, HistoryMessage, Part, PartGlob};
@@ -51,8 +52,8 @@ struct ListedPart {
 pub async fn list_parts(
     path: PathSession,
     state: web::Data<AppState>,
-    query: web::Query<PartsQuery>,
-    page: web::Query<HistoryPageQuery>,
+    query: Query<PartsQuery>,
+    page: Query<HistoryPageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (offset, limit) = page.resolve()?;
     let glob = match query.glob.as_deref() {

@@ -274,7 +274,10 @@ fn choose_agent(
     if let Some(name) = path_agent {
         return match state.agents.get(&name) {
             Some(_) => Ok(Some(name)),
-            None => Err(ApiError::not_found(&format!("agent `{name}`"))),
+            None => Err(ApiError::new(
+                crate::error::ErrorCode::NotFound,
+                format!("agent `{name}` not found; {}", state.agents.listed()),
+            )),
         };
     }
     Ok(request
@@ -474,7 +477,7 @@ pub async fn session_messages(
     auth: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<HistoryPageQuery>,
+    query: crate::http::Query<HistoryPageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let key = path.into_inner();
     let (offset, limit) = query.resolve()?;
