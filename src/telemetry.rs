@@ -24,9 +24,10 @@ pub fn init<W>(settings: &LogSettings, writer: W)
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
+    // refinery narrates each run at info (with its own `\n`s); agentry logs what it applied.
     let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&settings.level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+        .or_else(|_| EnvFilter::try_new(format!("{},refinery_core=warn", settings.level)))
+        .unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn"));
     let registry = Registry::default().with(filter);
     let result = match settings.format {
         LogFormat::Json => registry

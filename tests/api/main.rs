@@ -13,6 +13,7 @@ mod agentscope;
 mod auth;
 mod bounds;
 mod call_ids;
+mod cli;
 mod cluster;
 mod compaction;
 mod console;
