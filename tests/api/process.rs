@@ -160,6 +160,7 @@ impl ServerProcess {
         format!("{}{path}", self.address)
     }
 
+    /// The server's process id (its memory is read from `/proc`, signals are sent to it).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
