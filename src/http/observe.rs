@@ -54,7 +54,16 @@ pub async fn observe(
     let method = method_label(req.method());
     let route = req.match_pattern();
     let route = route.as_deref().unwrap_or(UNMATCHED);
-    let mut response = match next.call(req).await {
+    // The request's database calls share one `database.timeout_ms`.
+    let budget = req
+        .app_data::<web::Data<AppState>>()
+        .map(|state| state.store.timeout());
+    let called = next.call(req);
+    let called = match budget {
+        Some(budget) => crate::store::with_call_budget(budget, called).await,
+        None => called.await,
+    };
+    let mut response = match called {
         Ok(response) => response.map_into_boxed_body(),
         Err(error) => {
             if let Some(metrics) = &metrics {

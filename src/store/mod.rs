@@ -91,13 +91,32 @@ macro_rules! with_writer {
 }
 pub(crate) use with_writer;
 
-/// A database call bounded in time: past `limit` it is abandoned and fails as if no
-/// connection could be had (the database is unavailable).
+tokio::task_local! {
+    /// The database time a request has left: its calls share one `database.timeout_ms`.
+    static BUDGET: std::cell::Cell<Duration>;
+}
+
+/// Runs a request's work with `budget` of database time for all its calls together (a
+/// request whose calls each wait for a database that is gone is refused within `budget`,
+/// not once per call).
+pub async fn with_call_budget<F: std::future::Future>(budget: Duration, work: F) -> F::Output {
+    BUDGET.scope(std::cell::Cell::new(budget), work).await
+}
+
+/// A database call bounded in time: past `limit` (or what is left of the request's budget)
+/// it is abandoned and fails as if no connection could be had (the database is
+/// unavailable).
 pub(crate) async fn bounded<T, E: From<sqlx::Error>>(
     limit: Duration,
     call: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
-    match tokio::time::timeout(limit, call).await {
+    let limit = BUDGET
+        .try_with(|left| left.get())
+        .map_or(limit, |left| left.min(limit));
+    let started = std::time::Instant::now();
+    let done = tokio::time::timeout(limit, call).await;
+    let _ = BUDGET.try_with(|left| left.set(left.get().saturating_sub(started.elapsed())));
+    match done {
         Ok(result) => result,
         Err(_) => Err(sqlx::Error::PoolTimedOut.into()),
     }
@@ -282,6 +301,11 @@ impl Store {
             timeout,
             webhook_tenants: Default::default(),
         })
+    }
+
+    /// How long one database call (and a request's calls together) may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     pub fn backend(&self) -> Backend {
