@@ -115,13 +115,19 @@ pub async fn run(cli: Cli) -> i32 {
         );
         return 0;
     }
-    telemetry::init(&settings.log, std::io::stderr);
+    if let Err(error) =
+        telemetry::init_with_traces(&settings.log, Some(&settings.telemetry), std::io::stderr)
+    {
+        eprintln!("error: {error:#}");
+        return 1;
+    }
     let result = match cli.command {
         Command::Serve => serve(settings).await,
         Command::Migrate => migrate(settings).await,
         Command::Admin { command } => admin(settings, command).await,
         Command::Config { .. } => unreachable!("handled above"),
     };
+    crate::traces::shutdown();
     match result {
         Ok(()) => 0,
         Err(error) => {

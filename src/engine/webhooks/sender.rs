@@ -9,6 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 use super::{Webhooks, target};
 use crate::model::EndpointId;
@@ -218,6 +219,37 @@ impl Webhooks {
     }
 
     async fn attempt(&self, next: &Outbound) -> Attempt {
+        let span = tracing::info_span!(
+            target: crate::traces::TARGET,
+            parent: None,
+            "webhook delivery",
+            otel.kind = "client",
+            tenant_id = %next.tenant_id,
+            agentry.webhook.endpoint_id = %next.endpoint_id,
+            agentry.webhook.message_id = %next.message_id,
+            agentry.webhook.event_type = %next.event_type,
+            agentry.webhook.attempt = next.attempts + 1,
+            http.response.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let attempt = self.attempt_once(next).instrument(span.clone()).await;
+        if let Some(status) = attempt.status {
+            span.record("http.response.status_code", status);
+        }
+        if attempt.error.is_some() {
+            span.record(
+                "error.type",
+                if attempt.status.is_some() {
+                    "http_status"
+                } else {
+                    "request_failed"
+                },
+            );
+        }
+        attempt
+    }
+
+    async fn attempt_once(&self, next: &Outbound) -> Attempt {
         match self.send(next).await {
             Ok(status) if (200..300).contains(&status) => Attempt {
                 status: Some(status),
