@@ -144,10 +144,6 @@ async fn load_secret_box(settings: &Settings, store: &Store) -> anyhow::Result<S
             crypto::parse_key(&stored).map_err(|e| anyhow::anyhow!("stored secrets key: {e}"))?
         }
     };
-    tracing::warn!(
-        "secrets.key is not set: secret options are encrypted with a key stored in the \
-         database itself. Set secrets.key (AGENTRY__SECRETS__KEY) in production."
-    );
     Ok(SecretBox::new(key, []))
 }
 
@@ -179,6 +175,13 @@ impl App {
         // Before anything touches the database: start-up recovery would end the turns of
         // another process serving the same SQLite file.
         let claim = claim_sqlite(settings.database.url.expose())?;
+        // Said once, when a server starts: the other commands are quiet about it.
+        if settings.secrets.key.is_empty() {
+            tracing::warn!(
+                "secrets.key is not set: secret options are encrypted with a key stored in \
+                 the database itself. Set secrets.key (AGENTRY__SECRETS__KEY) in production."
+            );
+        }
         let state = web::Data::new(AppState::init(settings).await?);
         let recovered = state
             .engine

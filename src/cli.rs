@@ -1,4 +1,5 @@
-//! The command line: `serve`, `migrate`, `config check` and `admin …`.
+//! The command line: `serve`, `migrate`, `config check` and `admin …`. Only `serve` logs
+//! unless asked (`-v`): the other commands print their result and, on failure, the error.
 
 use std::path::PathBuf;
 
@@ -8,7 +9,7 @@ use serde::Serialize;
 use crate::app::{App, AppState};
 use crate::auth;
 use crate::config::Settings;
-use crate::model::TenantId;
+use crate::model::{TenantId, TenantStatus};
 use crate::store::Page;
 use crate::telemetry;
 
@@ -22,6 +23,9 @@ pub struct Cli {
     /// Configuration file layered over the embedded defaults.
     #[arg(long, global = true, env = "AGENTRY_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Log what the command does to stderr (`-v`: info, `-vv`: debug); `serve` always logs.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -50,43 +54,91 @@ pub enum ConfigCommand {
     Check,
 }
 
+/// Where a command takes a tenant, its name or its id (`acme` or `ten_…`).
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
     /// Create a tenant.
     CreateTenant {
+        /// The tenant's name: unique, what the other commands accept in place of its id.
         name: String,
         /// Print only the tenant id.
         #[arg(long)]
         raw: bool,
     },
+    /// List tenants, newest first.
+    ListTenants,
+    /// Suspend a tenant: its requests are refused and its running turns cancelled.
+    SuspendTenant {
+        /// The tenant's name or id.
+        tenant: String,
+    },
+    /// Reactivate a suspended tenant.
+    ActivateTenant {
+        /// The tenant's name or id.
+        tenant: String,
+    },
+    /// Delete a tenant and all its data (sessions, histories, credentials, tokens).
+    DeleteTenant {
+        /// The tenant's name or id.
+        tenant: String,
+        /// Confirm the deletion; without it nothing is deleted.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Create a client credential for POST /auth/token (the secret is shown once).
     CreateCredential {
+        /// The tenant's name or id.
         tenant: String,
+        /// A name for the credential, to tell it from the others.
         #[arg(long)]
         name: Option<String>,
     },
     /// Issue a long-lived tenant token (an API key).
     IssueToken {
+        /// The tenant's name or id.
         tenant: String,
         /// Lifetime in seconds (default: auth.api_key_ttl_seconds).
-        #[arg(long)]
+        #[arg(long, value_name = "SECONDS")]
         ttl: Option<u64>,
+        /// A name for the token, to tell it from the others.
         #[arg(long)]
         name: Option<String>,
         /// Print only the token.
         #[arg(long)]
         raw: bool,
     },
-    /// List tenants, newest first.
-    ListTenants,
+    /// List a tenant's tokens (their records: id, name, expiry, revocation; never a token).
+    ListTokens {
+        /// The tenant's name or id.
+        tenant: String,
+    },
+    /// Revoke a tenant's token: it is refused from then on.
+    RevokeToken {
+        /// The tenant's name or id.
+        tenant: String,
+        /// The token's id (`tok_…`, its `jti`, as issue-token and list-tokens print it).
+        jti: String,
+    },
     /// Show a tenant's quotas, after setting some: `--set requests_per_minute=600`,
     /// `--set turns_per_minute=default` (0: unlimited). Serving processes apply the change
     /// within auth.state_cache_ttl_ms.
     Quotas {
+        /// The tenant's name or id.
         tenant: String,
         /// `QUOTA=LIMIT` or `QUOTA=default`; repeatable.
         #[arg(long = "set", value_name = "QUOTA=LIMIT")]
         set: Vec<String>,
+    },
+    /// Show what a tenant's turns consumed, in total and per UTC day.
+    Usage {
+        /// The tenant's name or id.
+        tenant: String,
+        /// Turns created at or after this time (RFC 3339; default: the beginning).
+        #[arg(long, value_name = "TIME")]
+        from: Option<chrono::DateTime<chrono::Utc>>,
+        /// Turns created before this time (RFC 3339; default: now).
+        #[arg(long, value_name = "TIME")]
+        to: Option<chrono::DateTime<chrono::Utc>>,
     },
 }
 
@@ -115,11 +167,23 @@ pub async fn run(cli: Cli) -> i32 {
         );
         return 0;
     }
-    if let Err(error) =
-        telemetry::init_with_traces(&settings.log, Some(&settings.telemetry), std::io::stderr)
-    {
-        eprintln!("error: {error:#}");
-        return 1;
+    match (&cli.command, cli.verbose) {
+        (Command::Serve, _) => {
+            if let Err(error) = telemetry::init_with_traces(
+                &settings.log,
+                Some(&settings.telemetry),
+                std::io::stderr,
+            ) {
+                eprintln!("error: {error:#}");
+                return 1;
+            }
+        }
+        (_, 0) => {}
+        (_, verbose) => {
+            let mut log = settings.log.clone();
+            log.level = if verbose == 1 { "info" } else { "debug" }.to_owned();
+            telemetry::init(&log, std::io::stderr);
+        }
     }
     let result = match cli.command {
         Command::Serve => serve(settings).await,
@@ -157,12 +221,38 @@ fn print_json(value: &impl Serialize) {
     );
 }
 
-fn tenant_arg(raw: &str) -> anyhow::Result<TenantId> {
-    raw.parse()
-        .map_err(|_| anyhow::anyhow!("`{raw}` is not a tenant id (ten_…)"))
+/// The tenant a user named: by id (`ten_…`) or by name.
+async fn tenant_arg(state: &AppState, raw: &str) -> anyhow::Result<TenantId> {
+    let tenant = match raw.parse::<TenantId>() {
+        Ok(id) => state.store.get_tenant(&id).await.ok(),
+        Err(_) => all_tenants(state)
+            .await?
+            .into_iter()
+            .find(|tenant| tenant.name == raw),
+    };
+    tenant.map(|tenant| tenant.id).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no tenant is named or has the id `{raw}` (`agentry admin list-tenants` lists them)"
+        )
+    })
+}
+
+async fn all_tenants(state: &AppState) -> anyhow::Result<Vec<crate::model::Tenant>> {
+    let mut tenants = Vec::new();
+    let mut after = None;
+    loop {
+        let page = Page { after, limit: 200 };
+        let (batch, more) = state.store.list_tenants(page).await?;
+        after = batch.last().map(|t| t.id.to_uuid());
+        tenants.extend(batch);
+        if !more {
+            return Ok(tenants);
+        }
+    }
 }
 
 async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> {
+    let suspending = matches!(command, AdminCommand::SuspendTenant { .. });
     let state = AppState::init(settings).await?;
     let api = |e: auth::AuthError| anyhow::anyhow!(e.to_string());
     match command {
@@ -177,7 +267,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             }
         }
         AdminCommand::CreateCredential { tenant, name } => {
-            let tenant = tenant_arg(&tenant)?;
+            let tenant = tenant_arg(&state, &tenant).await?;
             let created = auth::create_credential(&state.store, &tenant, name)
                 .await
                 .map_err(api)?;
@@ -189,7 +279,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             name,
             raw,
         } => {
-            let tenant = tenant_arg(&tenant)?;
+            let tenant = tenant_arg(&state, &tenant).await?;
             let issued = auth::issue_api_token(
                 &state.store,
                 &state.tokens,
@@ -207,12 +297,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             }
         }
         AdminCommand::Quotas { tenant, set } => {
-            let tenant = tenant_arg(&tenant)?;
-            state
-                .store
-                .get_tenant(&tenant)
-                .await
-                .map_err(|_| anyhow::anyhow!("tenant {tenant} not found"))?;
+            let tenant = tenant_arg(&state, &tenant).await?;
             let mut own = state.store.get_quota_overrides(&tenant).await?;
             if !set.is_empty() {
                 let mut changes = serde_json::Map::new();
@@ -245,20 +330,113 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             }));
         }
         AdminCommand::ListTenants => {
-            let mut tenants = Vec::new();
-            let mut after = None;
-            loop {
-                let page = Page { after, limit: 200 };
-                let (batch, more) = state.store.list_tenants(page).await?;
-                after = batch.last().map(|t| t.id.to_uuid());
-                tenants.extend(batch);
-                if !more {
-                    break;
-                }
-            }
+            let tenants = all_tenants(&state).await?;
             print_json(&serde_json::json!({ "tenants": tenants }));
+        }
+        AdminCommand::SuspendTenant { tenant } | AdminCommand::ActivateTenant { tenant } => {
+            let status = if suspending {
+                TenantStatus::Suspended
+            } else {
+                TenantStatus::Active
+            };
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let updated = state
+                .engine
+                .update_tenant(&tenant, None, Some(status))
+                .await
+                .map_err(|e| anyhow::anyhow!(crate::error::ApiError::from(e).message))?;
+            print_json(&updated);
+        }
+        AdminCommand::DeleteTenant { tenant, yes } => {
+            let id = tenant_arg(&state, &tenant).await?;
+            if !yes {
+                anyhow::bail!(
+                    "deleting tenant `{tenant}` ({id}) deletes all its data: add --yes to do it"
+                );
+            }
+            state
+                .engine
+                .delete_tenant(&id)
+                .await
+                .map_err(|e| anyhow::anyhow!(crate::error::ApiError::from(e).message))?;
+            print_json(&serde_json::json!({ "deleted": id }));
+        }
+        AdminCommand::ListTokens { tenant } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let tokens = state.store.list_api_tokens(&tenant).await?;
+            print_json(&serde_json::json!({ "tokens": tokens }));
+        }
+        AdminCommand::RevokeToken { tenant, jti } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let id: crate::model::TokenId = jti
+                .parse()
+                .map_err(|_| anyhow::anyhow!("`{jti}` is not a token id (tok_…)"))?;
+            state
+                .store
+                .revoke_api_token(&tenant, &id)
+                .await
+                .map_err(|_| anyhow::anyhow!("tenant {tenant} has no token {jti}"))?;
+            print_json(&serde_json::json!({ "revoked": id }));
+        }
+        AdminCommand::Usage { tenant, from, to } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let from = from.unwrap_or(chrono::DateTime::UNIX_EPOCH);
+            let to = to.unwrap_or_else(crate::model::now);
+            if from >= to {
+                anyhow::bail!("--from must be before --to");
+            }
+            let totals = state.store.sum_usage(&tenant, from, to).await?;
+            let days = state.store.usage_by_day(&tenant, from, to).await?;
+            let mut report = serde_json::json!({ "tenant_id": tenant, "from": from, "to": to });
+            if let (Some(report), serde_json::Value::Object(totals)) =
+                (report.as_object_mut(), serde_json::to_value(totals)?)
+            {
+                report.extend(totals);
+            }
+            report["days"] = serde_json::to_value(days)?;
+            print_json(&report);
         }
     }
     state.store.close().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn every_command_and_argument_has_help() {
+        fn check(command: &clap::Command, path: &str) {
+            let path = format!("{path} {}", command.get_name());
+            assert!(command.get_about().is_some(), "`{path}` has no help");
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                assert!(arg.get_help().is_some(), "`{path}`'s `{id}` has no help");
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_name() != "help" {
+                    check(sub, &path);
+                }
+            }
+        }
+        let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            if sub.get_name() != "help" {
+                check(sub, "agentry");
+            }
+        }
+        for arg in cli.get_arguments() {
+            let id = arg.get_id().as_str();
+            assert!(
+                id == "help" || id == "version" || arg.get_help().is_some(),
+                "{id}"
+            );
+        }
+    }
 }

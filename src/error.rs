@@ -42,6 +42,15 @@ pub enum ErrorCode {
     Unavailable,
 }
 
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(code)) => f.write_str(&code),
+            _ => write!(f, "{self:?}"),
+        }
+    }
+}
+
 impl ErrorCode {
     pub fn status(self) -> StatusCode {
         match self {
@@ -75,7 +84,7 @@ impl ErrorCode {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{code:?}: {message}")]
+#[error("{code}: {message}")]
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,

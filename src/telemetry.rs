@@ -36,9 +36,10 @@ pub fn init_with_traces<W>(
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
+    // refinery narrates each run at info (with its own `\n`s); agentry logs what it applied.
     let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&settings.level))
-        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .or_else(|_| EnvFilter::try_new(format!("{},refinery_core=warn", settings.level)))
+        .unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn"))
         // The spans of traces alone are never logged.
         .add_directive(
             format!("{}=off", crate::traces::TARGET)
@@ -69,12 +70,43 @@ where
 
 /// Names the session the current request (its span declares `session_id`) is about.
 pub fn record_session(session: &SessionId) {
-    tracing::Span::current().record("session_id", tracing::field::display(session));
+    record_once("session_id", session);
 }
 
 /// Names the turn the current request (its span declares `turn_id`) is about.
 pub fn record_turn(turn: &TurnId) {
-    tracing::Span::current().record("turn_id", tracing::field::display(turn));
+    record_once("turn_id", turn);
+}
+
+/// The fields already recorded on a span through `record_once`.
+struct Recorded(Vec<&'static str>);
+
+/// Records `field` on the current span the first time it is named: the face and the engine
+/// both name a request's session, and text logs would print every recording.
+fn record_once(field: &'static str, value: &dyn std::fmt::Display) {
+    let span = tracing::Span::current();
+    let first = span
+        .with_subscriber(|(id, dispatch)| {
+            let registry = dispatch.downcast_ref::<Registry>()?;
+            let data = registry.span(id)?;
+            let mut extensions = data.extensions_mut();
+            Some(match extensions.get_mut::<Recorded>() {
+                Some(recorded) if recorded.0.contains(&field) => false,
+                Some(recorded) => {
+                    recorded.0.push(field);
+                    true
+                }
+                None => {
+                    extensions.insert(Recorded(vec![field]));
+                    true
+                }
+            })
+        })
+        .flatten()
+        .unwrap_or(true);
+    if first {
+        span.record(field, tracing::field::display(value));
+    }
 }
 
 fn text_layer<S, W>(writer: W) -> impl Layer<S>

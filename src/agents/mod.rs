@@ -93,6 +93,25 @@ impl Agents {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Agent>> {
         self.agents.iter()
     }
+
+    /// Why `name` names no agent, with the names that do (`unknown agent `x`; the agents
+    /// here: `echo`, `assistant``).
+    pub fn unknown(&self, name: &str) -> String {
+        format!("unknown agent `{name}`; {}", self.listed())
+    }
+
+    /// The agents' names, for a message: `the agents here: `echo`, `assistant``.
+    pub fn listed(&self) -> String {
+        if self.agents.is_empty() {
+            return "this server serves no agents".to_owned();
+        }
+        let names: Vec<String> = self
+            .agents
+            .iter()
+            .map(|a| format!("`{}`", a.settings.name))
+            .collect();
+        format!("the agents here: {}", names.join(", "))
+    }
 }
 
 /// One configured agent.

@@ -89,4 +89,7 @@ pub struct A2aSettings {
     /// The agent whose card `GET /.well-known/agent-card.json` serves; empty: the first
     /// configured agent.
     pub default_agent: String,
+    /// Whether cards carry 0.3's own card fields beside 1.0's (as the official SDK's server
+    /// writes them): 0.3 clients need them, a strict 1.0 card schema refuses them.
+    pub card_v03_fields: bool,
 }

@@ -230,15 +230,23 @@ pub(super) async fn run_turn(
     let mut outcome = match run_steps(engine, turn, session, permissions, control, &mut log).await {
         Ok(outcome) => outcome,
         Err(error) => {
-            tracing::error!(turn_id = %turn.id, error = %error, "turn failed");
+            tracing::error!(error = %error, "turn failed");
             Outcome::failed("internal", "the turn failed inside the server")
         }
     };
     outcome.usage.wall_ms = started.elapsed().as_millis() as u64;
     let status = crate::model::TurnStatus::after_stop(outcome.stop_reason, outcome.error.as_ref());
+    let wall_ms = outcome.usage.wall_ms;
+    let error = outcome
+        .error
+        .as_ref()
+        .map(|error| format!("{}: {}", error.code, error.message));
     log.stop(outcome.stop_reason, outcome.error, outcome.usage)
         .await;
-    tracing::info!(turn_id = %turn.id, status = %status, wall_ms = outcome.usage.wall_ms, "turn ended");
+    match error {
+        Some(error) => tracing::info!(status = %status, wall_ms, error, "turn ended"),
+        None => tracing::info!(status = %status, wall_ms, "turn ended"),
+    }
 }
 
 /// A tool call the model made, as the loop resolves it.

@@ -238,9 +238,10 @@ impl Engine {
         seed: Vec<HistoryMessage>,
         alias: Option<String>,
     ) -> Result<Session, EngineError> {
-        let agent = self.agents.get(agent_name).ok_or_else(|| {
-            FieldError::new("agent.name", format!("unknown agent `{agent_name}`"))
-        })?;
+        let agent = self
+            .agents
+            .get(agent_name)
+            .ok_or_else(|| FieldError::new("agent.name", self.agents.unknown(agent_name)))?;
         let resolved = agent.resolve_new_session(config)?;
         let max = self.settings.max_seed_messages;
         if seed.len() > max {

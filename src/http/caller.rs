@@ -40,16 +40,29 @@ pub(super) fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
                 "send `Authorization: Bearer <token>`",
             )
         })?;
+    let malformed = |what: &str| {
+        ApiError::new(
+            ErrorCode::InvalidToken,
+            format!("the Authorization header {what}: send `Authorization: Bearer <token>`"),
+        )
+    };
     let value = header
         .to_str()
-        .map_err(|_| ApiError::new(ErrorCode::InvalidToken, "invalid token"))?;
-    let (scheme, token) = value
-        .split_once(' ')
-        .ok_or_else(|| ApiError::new(ErrorCode::InvalidToken, "invalid token"))?;
-    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
-        return Err(ApiError::new(ErrorCode::InvalidToken, "invalid token"));
+        .map_err(|_| malformed("holds characters a token never has"))?;
+    if value.trim().eq_ignore_ascii_case("bearer") {
+        return Err(malformed("names no token after `Bearer`"));
     }
-    Ok(token.trim().to_owned())
+    match value.trim().split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+            if token.trim().is_empty() {
+                Err(malformed("names no token after `Bearer`"))
+            } else {
+                Ok(token.trim().to_owned())
+            }
+        }
+        Some(_) => Err(malformed("uses a scheme other than `Bearer`")),
+        None => Err(malformed("lacks the `Bearer ` scheme before the token")),
+    }
 }
 
 /// Verifies the request's bearer token and, for tenant tokens, that the tenant is active
@@ -67,7 +80,7 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Princip
     } = &principal
     {
         if let Some(span) = req.extensions().get::<RootSpan>() {
-            span.record("tenant_id", tenant_id.to_string());
+            span.record("tenant_id", tracing::field::display(tenant_id));
         }
         match state
             .auth_cache

@@ -30,14 +30,14 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::StatusCode;
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
-use actix_web::{HttpResponse, ResponseError, web};
+use actix_web::{HttpMessage, HttpResponse, ResponseError, web};
 use tracing::Span;
-use tracing_actix_web::{DefaultRootSpanBuilder, RootSpanBuilder};
+use tracing_actix_web::RootSpanBuilder;
 
 use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
 
-pub use body::{parse_json, parse_optional_json};
+pub use body::{Query, parse_json, parse_optional_json};
 pub use caller::{AdminAuth, TenantAuth, authenticate};
 pub use limits::{MAX_HEADER_BYTES, request_limits};
 pub use observe::{REQUEST_ID_HEADER, observe};
@@ -347,18 +347,30 @@ pub fn configure_metrics(cfg: &mut web::ServiceConfig) {
 const MAX_CLIENT_REQUEST_ID: usize = 128;
 
 /// The request span: the request's id (the `Agentry-Request-Id` response header), method,
-/// route, status and, once known, the tenant, session and turn; a client's own
-/// `X-Request-Id` (visible ASCII, at most 128 characters) as `client_request_id`.
+/// route, status, the error's code and message when it failed, and, once known, the tenant,
+/// session and turn; a client's own `X-Request-Id` (visible ASCII, at most 128 characters)
+/// as `client_request_id`. Nothing else: one short line per request.
 pub struct RequestSpan;
 
 impl RootSpanBuilder for RequestSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        let span = tracing_actix_web::root_span!(
-            request,
+        let request_id = request
+            .extensions()
+            .get::<tracing_actix_web::RequestId>()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let route = request.match_pattern();
+        let span = tracing::info_span!(
+            "request",
+            method = %request.method(),
+            route = %route.as_deref().unwrap_or("unmatched"),
+            request_id = %request_id,
             tenant_id = tracing::field::Empty,
             session_id = tracing::field::Empty,
             turn_id = tracing::field::Empty,
-            client_request_id = tracing::field::Empty
+            client_request_id = tracing::field::Empty,
+            status = tracing::field::Empty,
+            error = tracing::field::Empty,
         );
         let client_id = request
             .headers()
@@ -379,6 +391,19 @@ impl RootSpanBuilder for RequestSpan {
         span: Span,
         outcome: &Result<ServiceResponse<B>, actix_web::Error>,
     ) {
-        DefaultRootSpanBuilder::on_request_end(span, outcome);
+        let (status, error) = match outcome {
+            Ok(response) => (
+                response.status(),
+                response.response().error().map(ToString::to_string),
+            ),
+            Err(error) => (
+                error.as_response_error().status_code(),
+                Some(error.to_string()),
+            ),
+        };
+        span.record("status", status.as_u16());
+        if let Some(error) = error {
+            span.record("error", error);
+        }
     }
 }

@@ -10,6 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::app::AppState;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination;
@@ -83,7 +84,7 @@ fn decode(raw: &str) -> Option<RunCursor> {
 pub async fn list_runs(
     auth: TenantAuth,
     state: web::Data<AppState>,
-    query: web::Query<RunsQuery>,
+    query: Query<RunsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {

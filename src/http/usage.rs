@@ -9,7 +9,9 @@ use serde_json::{Map, Value, json};
 
 use crate::app::AppState;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::Query;
 use crate::http::TenantAuth;
+use crate::http::body::Rfc3339;
 use crate::http::openapi::schemas as doc;
 use crate::model::{Quota, TenantId};
 use crate::store::{DayUsage, UsageTotals};
@@ -18,9 +20,11 @@ use crate::store::{DayUsage, UsageTotals};
 #[into_params(parameter_in = Query)]
 pub struct UsageQuery {
     /// Turns created at or after this time (RFC 3339; default: the beginning).
-    from: Option<DateTime<Utc>>,
+    #[param(value_type = Option<String>, format = DateTime)]
+    from: Option<Rfc3339>,
     /// Turns created before this time (RFC 3339; default: now).
-    to: Option<DateTime<Utc>>,
+    #[param(value_type = Option<String>, format = DateTime)]
+    to: Option<Rfc3339>,
 }
 
 #[derive(Serialize)]
@@ -40,8 +44,8 @@ pub async fn usage_report(
     tenant: TenantId,
     query: &UsageQuery,
 ) -> Result<UsageReport, ApiError> {
-    let from = query.from.unwrap_or(DateTime::UNIX_EPOCH);
-    let to = query.to.unwrap_or_else(crate::model::now);
+    let from = query.from.map_or(DateTime::UNIX_EPOCH, |t| t.0);
+    let to = query.to.map_or_else(crate::model::now, |t| t.0);
     if from >= to {
         return Err(ApiError::new(
             ErrorCode::InvalidQuery,
@@ -78,7 +82,7 @@ pub async fn usage_report(
 pub async fn get_usage(
     auth: TenantAuth,
     state: web::Data<AppState>,
-    query: web::Query<UsageQuery>,
+    query: Query<UsageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let report = usage_report(&state, auth.tenant_id, &query).await?;
     Ok(HttpResponse::Ok().json(report))

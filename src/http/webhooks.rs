@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::app::AppState;
 use crate::engine::{EndpointPatch, NewEndpoint, WebhookError};
 use crate::error::{ApiError, ErrorCode};
+use crate::http::Query;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TenantAuth, parse_json};
 use crate::model::{Endpoint, EndpointId, MessageId, TenantId, WebhookDelivery};
@@ -238,7 +239,7 @@ pub async fn create_webhook(
 pub async fn list_webhooks(
     auth: TenantAuth,
     state: web::Data<AppState>,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     ops::list(&state, &auth.tenant_id, &query).await
 }
@@ -319,7 +320,7 @@ pub async fn list_webhook_deliveries(
     auth: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     ops::list_deliveries(&state, &auth.tenant_id, &path, &query).await
 }

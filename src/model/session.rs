@@ -37,6 +37,7 @@ pub struct ToolSpec {
 
 /// A server tool enabled for a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ServerToolRef {
     pub name: String,
     #[serde(default)]

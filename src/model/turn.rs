@@ -58,13 +58,40 @@ impl TurnStatus {
 }
 
 /// How the client asked to receive the turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StreamMode {
     #[default]
     None,
     Delta,
     Message,
+}
+
+/// Read from its name alone, so that anything else is refused with the names it may take
+/// (`"stream": true` → `expected one of "none", "delta", "message"`).
+impl<'de> Deserialize<'de> for StreamMode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Names;
+
+        impl serde::de::Visitor<'_> for Names {
+            type Value = StreamMode;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(r#"one of "none", "delta", "message""#)
+            }
+
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<StreamMode, E> {
+                match name {
+                    "none" => Ok(StreamMode::None),
+                    "delta" => Ok(StreamMode::Delta),
+                    "message" => Ok(StreamMode::Message),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+        }
+
+        deserializer.deserialize_str(Names)
+    }
 }
 
 /// Why a turn stopped, as AAP names it.

@@ -93,15 +93,27 @@ pub async fn send_with_retries(
     key: &str,
 ) -> Result<reqwest::Response, ProviderError> {
     let fail = |message: String| ProviderError { message };
+    // The host and port only: a URL's path or query may hold a key.
+    let provider = request()
+        .build()
+        .ok()
+        .and_then(|built| {
+            let url = built.url();
+            let host = url.host_str()?.to_owned();
+            Some(match url.port_or_known_default() {
+                Some(port) => format!("the model provider at {host}:{port}"),
+                None => format!("the model provider at {host}"),
+            })
+        })
+        .unwrap_or_else(|| "the model provider".to_owned());
     let mut attempt = 0;
     loop {
         let outcome = tokio::time::timeout(timeout, request().send()).await;
         let error = match outcome {
-            Err(_) => "the model provider did not answer in time".to_owned(),
-            Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
-                "the model provider could not be reached".to_owned()
-            }
-            Ok(Err(_)) => return Err(fail("the request to the model provider failed".into())),
+            Err(_) => format!("{provider} did not answer in time"),
+            Ok(Err(e)) if e.is_connect() => format!("{provider} could not be reached"),
+            Ok(Err(e)) if e.is_timeout() => format!("{provider} did not answer in time"),
+            Ok(Err(_)) => return Err(fail(format!("the request to {provider} failed"))),
             Ok(Ok(response)) if response.status().is_success() => return Ok(response),
             Ok(Ok(response)) => {
                 let status = response.status();

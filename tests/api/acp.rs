@@ -189,7 +189,10 @@ content_type = "text/*"
 
     let missing = app.get("/acp/agents/nope", &token).await;
     assert_acp_error(&missing, StatusCode::NOT_FOUND, "not_found");
-    assert_eq!(missing.body["message"], "Agent nope not found");
+    assert_eq!(
+        missing.body["message"],
+        "Agent nope not found; the agents here: `strict`"
+    );
 }
 
 #[tokio::test]
@@ -533,7 +536,10 @@ async fn unknown_agents_runs_and_bad_input_get_the_acp_error_body() {
     )
     .await;
     assert_acp_error(&agent, StatusCode::NOT_FOUND, "not_found");
-    assert_eq!(agent.body["message"], "Agent nope not found");
+    assert_eq!(
+        agent.body["message"],
+        "Agent nope not found; the agents here: `echo`, `tooly`, `slow`, `thinker`"
+    );
     let zero = "00000000-0000-0000-0000-000000000000";
     for path in [
         format!("/acp/runs/{zero}"),
@@ -626,7 +632,7 @@ async fn unknown_agents_runs_and_bad_input_get_the_acp_error_body() {
     let unauthenticated = app
         .request(reqwest::Method::GET, "/acp/agents", None, None)
         .await;
-    assert_acp_error(&unauthenticated, StatusCode::UNAUTHORIZED, "server_error");
+    assert_acp_error(&unauthenticated, StatusCode::UNAUTHORIZED, "missing_token");
     assert_eq!(unauthenticated.body["data"]["code"], "missing_token");
 }
 

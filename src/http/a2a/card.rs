@@ -50,8 +50,8 @@ fn input_modes(agent: &Agent) -> Vec<String> {
 
 /// The agent's card; `base` is the server's public URL. It declares the 1.0 and the 0.3
 /// interfaces (both served at the same URL; 0.3's HTTP+JSON under `/v1`, where 0.3
-/// clients put it), in 1.0's fields and, merged in, 0.3's.
-pub fn card(agent: &Agent, base: &str) -> Value {
+/// clients put it) in 1.0's fields and, with `v03_fields`, in 0.3's too.
+pub fn card(agent: &Agent, base: &str, v03_fields: bool) -> Value {
     let settings = agent.settings();
     let name = settings
         .title
@@ -76,7 +76,7 @@ pub fn card(agent: &Agent, base: &str) -> Value {
             "tags": ["tool"],
         })
     }));
-    json!({
+    let mut card = json!({
         "name": name,
         "description": description,
         "version": settings.version,
@@ -103,22 +103,32 @@ pub fn card(agent: &Agent, base: &str) -> Value {
         },
         "securitySchemes": {"bearer": {
             "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"},
-            "type": "http", "scheme": "Bearer", "bearerFormat": "JWT",
         }},
         "securityRequirements": [{"schemes": {"bearer": {}}}],
         "defaultInputModes": input_modes(agent),
         "defaultOutputModes": output_modes(agent),
         "skills": skills,
-        // The 0.3 card's own fields, for 0.3 clients, as the official SDK's server adds them:
-        // its first 0.3 interface, the others, and 0.3's names for security and the
-        // extended card.
-        "url": url,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3",
-        "additionalInterfaces": [{"url": url, "transport": "HTTP+JSON"}],
-        "security": [{"bearer": []}],
-        "supportsAuthenticatedExtendedCard": true,
-    })
+    });
+    if v03_fields {
+        // 0.3's own fields, merged in as the official SDK's server does: its first 0.3
+        // interface, the others, and 0.3's forms of security and of the extended card.
+        let legacy = json!({
+            "url": url,
+            "preferredTransport": "JSONRPC",
+            "protocolVersion": "0.3",
+            "additionalInterfaces": [{"url": url, "transport": "HTTP+JSON"}],
+            "security": [{"bearer": []}],
+            "supportsAuthenticatedExtendedCard": true,
+        });
+        if let (Some(card), Value::Object(legacy)) = (card.as_object_mut(), legacy) {
+            card.extend(legacy);
+        }
+        let bearer = &mut card["securitySchemes"]["bearer"];
+        bearer["type"] = json!("http");
+        bearer["scheme"] = json!("Bearer");
+        bearer["bearerFormat"] = json!("JWT");
+    }
+    card
 }
 
 /// The card as a cacheable response: `ETag`, `Cache-Control`, and 304 to a match.
@@ -168,7 +178,10 @@ pub async fn get_agent_card(
 ) -> Result<HttpResponse, A2aError> {
     let agent = agent_for(&state, &path)?;
     let base = crate::http::forwarded::base_url(&req, &state.settings);
-    Ok(card_response(&req, &card(&agent, &base)))
+    Ok(card_response(
+        &req,
+        &card(&agent, &base, state.settings.a2a.card_v03_fields),
+    ))
 }
 
 /// The default agent's card (`a2a.default_agent`, else the first agent).
@@ -191,5 +204,8 @@ pub async fn get_default_card(
     }
     .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))?;
     let base = crate::http::forwarded::base_url(&req, &state.settings);
-    Ok(card_response(&req, &card(&agent, &base)))
+    Ok(card_response(
+        &req,
+        &card(&agent, &base, state.settings.a2a.card_v03_fields),
+    ))
 }

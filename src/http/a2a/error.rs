@@ -107,10 +107,23 @@ impl A2aError {
     }
 
     pub fn version_not_supported(raw: &str) -> Self {
-        Self::new(
-            Kind::VersionNotSupported,
-            format!("A2A version `{raw}` is not supported: use 1.0 or 0.3"),
-        )
+        // A version that parses reaches here only for a 1.0 method sent as 0.3.
+        let message = if raw.trim().is_empty() {
+            "this is an A2A 1.0 method and the request names no A2A version (none means \
+             0.3): send the header `A2A-Version: 1.0` (or `?A2A-Version=1.0`)"
+                .to_owned()
+        } else if raw.trim() == "0.3" {
+            format!(
+                "this is an A2A 1.0 method and the request names version {raw}: send the \
+                 header `A2A-Version: 1.0` (or `?A2A-Version=1.0`)"
+            )
+        } else {
+            format!(
+                "A2A version `{raw}` is not supported: send the header `A2A-Version` \
+                 (or `?A2A-Version=`) with 1.0 or 0.3"
+            )
+        };
+        Self::new(Kind::VersionNotSupported, message)
     }
 
     pub fn unsupported(message: impl Into<String>) -> Self {

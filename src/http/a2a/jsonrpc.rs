@@ -79,7 +79,7 @@ fn rpc_error(id: &Value, error: A2aError, version: Version) -> HttpResponse {
         ("Last-Event-ID" = Option<String>, Header, description = "SubscribeToTask: replay the frames after this one")),
     request_body = crate::http::openapi::schemas::A2aObject,
     responses(
-        (status = 200, description = "A JSON-RPC response (result or A2A error); streaming methods answer SSE whose every `data` is one",
+        (status = 200, description = "A JSON-RPC response (result or A2A error), as `application/a2a+json` when the request used that type; a request whose `Content-Type` is not JSON is -32005 (ContentTypeNotSupported); streaming methods answer SSE whose every `data` is one",
             content((crate::http::openapi::schemas::A2aObject = "application/json"), (crate::http::openapi::schemas::A2aStream = "text/event-stream"))),
         (status = 404, description = "No such agent", body = crate::http::openapi::schemas::A2aStatus),
         (status = 429, description = "A quota or the turn queue refused the request", body = crate::http::openapi::schemas::A2aStatus),
@@ -230,7 +230,11 @@ async fn dispatch(
         Method::PushDelete => Reply::Json(push::delete(call, params).await?),
         Method::ExtendedCard => {
             params::check_tenant(params, &call.tenant)?;
-            Reply::Json(card::card(&call.agent, base))
+            Reply::Json(card::card(
+                &call.agent,
+                base,
+                call.state.settings.a2a.card_v03_fields,
+            ))
         }
     })
 }

@@ -130,7 +130,11 @@ async fn execute_op(
         Op::ExtendedCard => {
             params::check_tenant(&params, &call.tenant)?;
             let base = crate::http::forwarded::base_url(&req, &state.settings);
-            Reply::Json(card::card(&call.agent, &base))
+            Reply::Json(card::card(
+                &call.agent,
+                &base,
+                state.settings.a2a.card_v03_fields,
+            ))
         }
     };
     Ok(match reply {

@@ -7,6 +7,7 @@ use super::turns::{EventsQuery, cursor, render_stream};
 use crate::app::AppState;
 use crate::engine::Follow;
 use crate::error::ApiError;
+use crate::http::Query;
 use crate::http::cursor::ResumeFrom;
 use crate::http::openapi::schemas as doc;
 use crate::model::StreamMode;
@@ -24,7 +25,7 @@ use crate::store::Deltas;
 pub async fn session_events(
     path: PathSession,
     state: web::Data<AppState>,
-    query: web::Query<EventsQuery>,
+    query: Query<EventsQuery>,
     resume: ResumeFrom,
 ) -> Result<HttpResponse, ApiError> {
     let after = cursor(&resume)?;

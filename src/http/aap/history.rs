@@ -12,6 +12,7 @@ use super::wire::{HistoryResponse, aap_history};
 use crate::app::AppState;
 use crate::config::HistoryType;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::Query;
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination;
 
@@ -48,24 +49,35 @@ pub struct HistoryQuery {
 pub async fn get_history(
     path: PathSession,
     state: web::Data<AppState>,
-    query: web::Query<HistoryQuery>,
+    query: Query<HistoryQuery>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
+    let declared: Vec<&str> = [HistoryType::Full, HistoryType::Compacted]
+        .into_iter()
+        .filter(|kind| {
+            state
+                .agents
+                .get(&path.session.agent)
+                .is_some_and(|agent| agent.declares_history(*kind))
+        })
+        .map(HistoryType::as_str)
+        .collect();
+    let refuse = |problem: String| ApiError {
+        field: Some("type".to_owned()),
+        ..ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!(
+                "type: {problem}; AAP requires `?type=full` or `?type=compacted` (this \
+                 session's agent keeps: {})",
+                declared.join(", ")
+            ),
+        )
+    };
     let kind = match query.kind.as_deref() {
         Some("full") => HistoryType::Full,
         Some("compacted") => HistoryType::Compacted,
-        Some(other) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidQuery,
-                format!("type: unknown history type `{other}`; expected full or compacted"),
-            ));
-        }
-        None => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidQuery,
-                "type: required; one of full, compacted",
-            ));
-        }
+        Some(other) => return Err(refuse(format!("unknown history type `{other}`"))),
+        None => return Err(refuse("is required".to_owned())),
     };
     let limit = query.limit.unwrap_or(DEFAULT_HISTORY_PAGE);
     if !(1..=MAX_HISTORY_PAGE).contains(&limit) {

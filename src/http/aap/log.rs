@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::session_id;
 use crate::app::AppState;
 use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::openapi::schemas as doc;
 use crate::model::{Event, TurnId};
@@ -80,7 +81,7 @@ pub async fn get_turn_log(
     auth: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    query: web::Query<LogQuery>,
+    query: Query<LogQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (session, turn) = path.into_inner();
     let session = session_id(&session)?;

@@ -9,6 +9,7 @@ use super::PathSession;
 use crate::app::AppState;
 use crate::config::HistoryType;
 use crate::error::{ApiError, ErrorCode};
+use crate::http::Query;
 use crate::http::openapi::schemas as doc;
 use crate::model::{ContentBlock, HistoryMessage, Part, PartGlob};
 
@@ -46,7 +47,7 @@ struct ListedPart {
 pub async fn list_parts(
     path: PathSession,
     state: web::Data<AppState>,
-    query: web::Query<PartsQuery>,
+    query: Query<PartsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let glob = match query.glob.as_deref() {
         None => None,

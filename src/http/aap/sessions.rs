@@ -9,6 +9,7 @@ use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::redact;
 use crate::error::ApiError;
+use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination::{ListQuery, next_cursor};
@@ -61,7 +62,7 @@ pub async fn create_session(
 pub async fn list_sessions(
     auth: TenantAuth,
     state: web::Data<AppState>,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let cursor = query.cursor()?;
     let (sessions, more) = state

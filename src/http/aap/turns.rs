@@ -13,6 +13,7 @@ use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{Follow, TurnRequest, turn_messages};
 use crate::error::{ApiError, OrNotFound};
+use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
 use crate::http::openapi::schemas as doc;
@@ -197,7 +198,7 @@ pub async fn turn_events(
     auth: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    query: web::Query<EventsQuery>,
+    query: Query<EventsQuery>,
     resume: ResumeFrom,
 ) -> Result<HttpResponse, ApiError> {
     let (session, turn) = path.into_inner();
@@ -236,7 +237,7 @@ pub async fn turn_events(
 pub async fn list_turns(
     path: PathSession,
     state: web::Data<AppState>,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let cursor = query.cursor()?;
     let (turns, more) = state

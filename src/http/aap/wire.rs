@@ -12,6 +12,7 @@ use crate::engine::SessionView;
 use crate::model::{HistoryMessage, ServerToolRef, ToolSpec};
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateSessionRequest {
     pub agent: AgentConfigIn,
     /// History the session starts with.
@@ -23,6 +24,7 @@ pub struct CreateSessionRequest {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentConfigIn {
     pub name: String,
     #[serde(default)]
@@ -159,6 +161,7 @@ pub struct AgentOption {
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PostTurnRequest {
     #[serde(default)]
     pub agent: Option<AgentOverride>,
@@ -172,6 +175,7 @@ pub struct PostTurnRequest {
 
 /// `agent` on a turn: the name may be repeated but not changed.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentOverride {
     #[serde(default)]
     pub name: Option<String>,

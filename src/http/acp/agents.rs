@@ -54,7 +54,7 @@ pub async fn get_agent(
     let agent = state
         .agents
         .get(&name)
-        .ok_or_else(|| AcpError::not_found(format!("Agent {name}")))?;
+        .ok_or_else(|| AcpError::not_found(format!("Agent {name}")).hint(&state.agents.listed()))?;
     Ok(HttpResponse::Ok().json(manifest(agent)))
 }
 

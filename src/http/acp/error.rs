@@ -1,6 +1,7 @@
 //! ACP's error body, `{code, message, data}`, for every rejection on this face: 400 and
 //! 422 are `invalid_input`, 404 `not_found`, anything else `server_error`, as the
-//! reference maps them. A request that fails validation is 422, as the reference answers
+//! reference maps them, but 401, which is agentry's `missing_token` or `invalid_token`
+//! (acp-sdk takes any code string). A request that fails validation is 422, as the reference answers
 //! it. `data` carries agentry's own code (and the field at fault).
 
 use actix_web::http::StatusCode;
@@ -57,6 +58,12 @@ impl AcpError {
         Self::new(StatusCode::NOT_FOUND, format!("{} not found", what.into()))
     }
 
+    /// The message with what the client can do about it appended (`…; the agents here: …`).
+    pub fn hint(mut self, hint: &str) -> Self {
+        self.message = format!("{}; {hint}", self.message);
+        self
+    }
+
     /// A 403 with agentry's reason in `data.code`.
     pub fn forbidden(code: &str, message: impl Into<String>) -> Self {
         Self {
@@ -68,8 +75,15 @@ impl AcpError {
     }
 
     pub fn body(&self) -> ErrorObject {
+        // The reference has no code for a refused token; agentry's own says what to fix.
+        let unauthenticated = (self.status == StatusCode::UNAUTHORIZED).then(|| {
+            match self.data.as_ref().and_then(|data| data["code"].as_str()) {
+                Some("missing_token") => "missing_token",
+                _ => "invalid_token",
+            }
+        });
         ErrorObject {
-            code: code_for(self.status),
+            code: unauthenticated.unwrap_or_else(|| code_for(self.status)),
             message: self.message.clone(),
             data: self.data.clone(),
         }

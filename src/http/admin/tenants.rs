@@ -9,6 +9,7 @@ use crate::app::AppState;
 use crate::auth;
 use crate::error::{ApiError, OrNotFound};
 use crate::http::AdminAuth;
+use crate::http::Query;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
 use crate::model::{Tenant, TenantStatus};
@@ -64,7 +65,7 @@ pub async fn create_tenant(
 pub async fn list_tenants(
     _: AdminAuth,
     state: web::Data<AppState>,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let cursor = query.cursor()?;
     let (tenants, more) = state.store.list_tenants(cursor.page()).await?;

@@ -6,6 +6,7 @@ use super::existing_tenant;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::http::AdminAuth;
+use crate::http::Query;
 use crate::http::usage::{UsageQuery, usage_report};
 
 /// Turns created in `[from, to)`, in total and per day; `from` defaults to the epoch, `to`
@@ -22,7 +23,7 @@ pub async fn get_usage(
     _: AdminAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<UsageQuery>,
+    query: Query<UsageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
     let report = usage_report(&state, tenant, &query).await?;

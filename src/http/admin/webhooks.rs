@@ -8,6 +8,7 @@ use super::existing_tenant;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::http::AdminAuth;
+use crate::http::Query;
 use crate::http::pagination::ListQuery;
 use crate::http::webhooks::ops;
 
@@ -43,7 +44,7 @@ pub async fn list_webhooks(
     _: AdminAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
     ops::list(&state, &tenant, &query).await
@@ -133,7 +134,7 @@ pub async fn list_webhook_deliveries(
     _: AdminAuth,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, endpoint) = path.into_inner();
     let tenant = existing_tenant(&state, &tenant).await?;

@@ -273,7 +273,10 @@ fn choose_agent(
     if let Some(name) = path_agent {
         return match state.agents.get(&name) {
             Some(_) => Ok(Some(name)),
-            None => Err(ApiError::not_found(&format!("agent `{name}`"))),
+            None => Err(ApiError::new(
+                crate::error::ErrorCode::NotFound,
+                format!("agent `{name}` not found; {}", state.agents.listed()),
+            )),
         };
     }
     Ok(request

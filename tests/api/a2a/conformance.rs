@@ -384,3 +384,42 @@ async fn answers_are_application_json_unless_the_request_used_a2a_json_and_rpc_m
         );
     }
 }
+
+#[tokio::test]
+async fn a_strict_card_leaves_out_0_3_fields_but_keeps_its_0_3_interfaces() {
+    let app = spawn_app_on(
+        Arc::new(TestDb::new().await),
+        "[a2a]\ncard_v03_fields = false\n",
+    )
+    .await;
+    let card = app
+        .request(
+            Method::GET,
+            "/a2a/echo/.well-known/agent-card.json",
+            None,
+            None,
+        )
+        .await
+        .body;
+    for field in [
+        "url",
+        "preferredTransport",
+        "protocolVersion",
+        "additionalInterfaces",
+        "security",
+        "supportsAuthenticatedExtendedCard",
+    ] {
+        assert!(card.get(field).is_none(), "{field}: {card}");
+    }
+    assert_eq!(
+        card["securitySchemes"]["bearer"],
+        json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}})
+    );
+    let versions: Vec<&str> = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["protocolVersion"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["1.0", "1.0", "0.3", "0.3"]);
+}
