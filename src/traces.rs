@@ -166,7 +166,7 @@ pub fn shutdown() {
 fn exported(metadata: &Metadata<'_>) -> bool {
     metadata.is_span()
         && (metadata.target() == TARGET
-            || (metadata.name() == "HTTP request" && metadata.target().starts_with("agentry"))
+            || (metadata.name() == "request" && metadata.target() == "agentry::http")
             || (metadata.name() == "turn" && metadata.target() == "agentry::engine::runner"))
 }
 

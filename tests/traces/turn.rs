@@ -119,7 +119,12 @@ async fn a_turn_with_a_tool_call_is_one_trace_of_request_turn_steps_and_tool() {
         request.name, "POST /sessions/{session_id}/turns",
         "{request:?}"
     );
-    assert_eq!(request.attr("http.method"), Some("POST"));
+    assert_eq!(request.attr("http.request.method"), Some("POST"));
+    assert_eq!(
+        request.attr("http.route"),
+        Some("/sessions/{session_id}/turns")
+    );
+    assert_eq!(request.attr("http.response.status_code"), Some("200"));
     assert_eq!(request.attr("session_id"), Some(session.as_str()));
 
     // One span per model step, GenAI attributes and the step's tokens.
