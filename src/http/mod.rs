@@ -25,6 +25,7 @@ pub mod ratelimit;
 mod runs;
 mod sse;
 pub mod streams;
+pub mod trace_header;
 mod usage;
 mod webhooks;
 
@@ -373,7 +374,30 @@ impl RootSpanBuilder for RequestSpan {
             client_request_id = tracing::field::Empty,
             status = tracing::field::Empty,
             error = tracing::field::Empty,
+            otel.name = tracing::field::Empty,
+            otel.kind = tracing::field::Empty,
         );
+        // Exported traces name the span by its route; logs without traces stay as they are.
+        if crate::traces::enabled() {
+            // A trusted caller's trace continues here (README "Tracing").
+            if let Some(parent) = request
+                .headers()
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .filter(|_| {
+                    crate::traces::trusts_traceparent(
+                        request.headers().contains_key("authorization"),
+                    )
+                })
+            {
+                crate::traces::set_parent(&span, parent);
+            }
+            let route = route.as_deref().unwrap_or("unmatched");
+            span.record("otel.name", format!("{} {route}", request.method()));
+            span.record("otel.kind", "server");
+            crate::traces::set_string(&span, "http.request.method", request.method().to_string());
+            crate::traces::set_string(&span, "http.route", route.to_owned());
+        }
         let client_id = request
             .headers()
             .get("x-request-id")
@@ -404,6 +428,10 @@ impl RootSpanBuilder for RequestSpan {
             ),
         };
         span.record("status", status.as_u16());
+        if crate::traces::enabled() {
+            use tracing_opentelemetry::OpenTelemetrySpanExt;
+            span.set_attribute("http.response.status_code", i64::from(status.as_u16()));
+        }
         if let Some(error) = error {
             span.record("error", error);
         }

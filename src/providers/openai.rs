@@ -214,8 +214,10 @@ impl Provider for OpenAiProvider {
             if chosen_host {
                 check_chosen_host(&url, allow_private).await?;
             }
+            // Polled inside the model step's span: the provider's request is its child.
+            let traceparent = crate::traces::current_traceparent();
             let request = || {
-                let call = http.post(&url).json(&body);
+                let call = crate::traces::propagate(http.post(&url).json(&body), traceparent.as_deref());
                 if key.is_empty() { call } else { call.bearer_auth(&key) }
             };
             let response = send_with_retries(request, timeout, retries, &key).await?;
@@ -223,6 +225,7 @@ impl Provider for OpenAiProvider {
             let mut events = response.bytes_stream().eventsource();
             let mut stop = None;
             let mut calls = ToolCallFragments::default();
+            let mut named = false;
             loop {
                 let Some(data) = next_data(&mut events, timeout).await? else {
                     break;
@@ -235,6 +238,10 @@ impl Provider for OpenAiProvider {
                 };
                 if let Some(message) = chunk["error"]["message"].as_str() {
                     Err(fail(summarize(reqwest::StatusCode::OK, &json!({"message": message}).to_string(), &key)))?;
+                }
+                if !named && let Some(model) = chunk["model"].as_str().filter(|m| !m.is_empty()) {
+                    named = true;
+                    yield ModelEvent::ResponseModel(model.to_owned());
                 }
                 let choice = &chunk["choices"][0];
                 let delta = &choice["delta"];

@@ -15,6 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 use super::{Webhooks, target};
 use crate::model::{EndpointId, TenantId};
@@ -258,6 +259,37 @@ impl Webhooks {
     }
 
     async fn attempt(&self, next: &Outbound) -> Attempt {
+        let span = tracing::info_span!(
+            target: crate::traces::TARGET,
+            parent: None,
+            "webhook delivery",
+            otel.kind = "client",
+            tenant_id = %next.tenant_id,
+            agentry.webhook.endpoint_id = %next.endpoint_id,
+            agentry.webhook.message_id = %next.message_id,
+            agentry.webhook.event_type = %next.event_type,
+            agentry.webhook.attempt = next.attempts + 1,
+            http.response.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let attempt = self.attempt_once(next).instrument(span.clone()).await;
+        if let Some(status) = attempt.status {
+            span.record("http.response.status_code", status);
+        }
+        if attempt.error.is_some() {
+            span.record(
+                "error.type",
+                if attempt.status.is_some() {
+                    "http_status"
+                } else {
+                    "request_failed"
+                },
+            );
+        }
+        attempt
+    }
+
+    async fn attempt_once(&self, next: &Outbound) -> Attempt {
         // The whole attempt, resolving the target's name included, within the timeout.
         let limit = Duration::from_secs(self.settings.timeout_seconds);
         let sent = match tokio::time::timeout(limit, self.send(next)).await {
@@ -302,15 +334,18 @@ impl Webhooks {
             .timeout(Duration::from_secs(self.settings.timeout_seconds))
             .build()
             .map_err(|_| "the request could not be prepared".to_owned())?;
-        let mut request = client
+        let request = client
             .post(target.url)
             .header("content-type", payload.content_type)
             .header(
                 "user-agent",
                 concat!("agentry-webhooks/", env!("CARGO_PKG_VERSION")),
             )
-            .header("webhook-id", &id)
-            .header("webhook-timestamp", timestamp.to_string());
+            .header("webhook-id", &id);
+        // Sent inside the attempt's span: the receiver's work joins its trace.
+        let mut request =
+            crate::traces::propagate(request, crate::traces::current_traceparent().as_deref())
+                .header("webhook-timestamp", timestamp.to_string());
         for (name, value) in payload.headers {
             let header =
                 HeaderName::try_from(name).map_err(|_| format!("`{name}` is not a header name"))?;
