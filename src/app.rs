@@ -43,6 +43,8 @@ pub struct AppState {
     pub mcp: Arc<McpRegistry>,
     /// What `GET /metrics` reports.
     pub metrics: Arc<Metrics>,
+    /// The open event streams, per tenant and client address, within the descriptors.
+    pub streams: Arc<http::streams::StreamGate>,
 }
 
 impl AppState {
@@ -75,6 +77,7 @@ impl AppState {
             mcp.clone(),
             settings.quotas.policy(&settings.engine),
             metrics.clone(),
+            settings.limits.clone(),
         );
         let (process, wake) = engine.webhook_wiring();
         let webhooks = Webhooks::new(
@@ -87,6 +90,16 @@ impl AppState {
         );
         crate::http::register_payload_formats(&webhooks);
         let auth_cache = AuthCache::new(Duration::from_millis(settings.auth.state_cache_ttl_ms));
+        let descriptors = http::streams::raise_descriptor_limit();
+        let streams = Arc::new(http::streams::StreamGate::new(
+            &settings.limits,
+            descriptors,
+        ));
+        tracing::info!(
+            descriptors,
+            streams = streams.budget(),
+            "file descriptors: streams may hold the limit less limits.fd_reserve"
+        );
         Ok(AppState {
             settings,
             store,
@@ -99,6 +112,7 @@ impl AppState {
             webhooks,
             mcp,
             metrics,
+            streams,
         })
     }
 }
@@ -227,6 +241,7 @@ impl App {
         let data = state.clone();
         let server = HttpServer::new(move || {
             ActixApp::new()
+                .wrap(from_fn(http::streams::limit_streams))
                 .wrap(from_fn(http::ratelimit::rate_limit_headers))
                 .wrap(http::error_handlers())
                 .wrap(from_fn(http::request_limits))

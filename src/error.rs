@@ -26,12 +26,14 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     SessionBusy,
+    SessionFull,
     RunNotAwaiting,
     RunEnded,
     IdempotencyKeyReused,
     QueueFull,
     QuotaExceeded,
     TooManyRequests,
+    TooManyStreams,
     RequestTimeout,
     HeadersTooLarge,
     ShuttingDown,
@@ -65,12 +67,14 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::Conflict
             | ErrorCode::SessionBusy
+            | ErrorCode::SessionFull
             | ErrorCode::RunNotAwaiting
             | ErrorCode::RunEnded => StatusCode::CONFLICT,
             ErrorCode::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorCode::QueueFull | ErrorCode::QuotaExceeded | ErrorCode::TooManyRequests => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ErrorCode::QueueFull
+            | ErrorCode::QuotaExceeded
+            | ErrorCode::TooManyRequests
+            | ErrorCode::TooManyStreams => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -256,6 +260,10 @@ impl From<crate::engine::EngineError> for ApiError {
                 "the session is running another turn; retry when it ends",
             )
             .retry_after(1),
+            full @ EngineError::SessionFull { .. } => ApiError::new(
+                ErrorCode::SessionFull,
+                format!("{full}; start a new session"),
+            ),
             EngineError::IdempotencyMismatch => ApiError::new(
                 ErrorCode::IdempotencyKeyReused,
                 "this Idempotency-Key was already used with a different request body",

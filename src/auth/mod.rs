@@ -4,6 +4,7 @@
 
 mod cache;
 mod error;
+mod hasher;
 mod jwt;
 mod limits;
 mod tenancy;

@@ -77,12 +77,7 @@ pub async fn create_credential(
         .await
         .map_err(or_missing("tenant"))?;
     let secret = crypto::random_token(32);
-    let hash = {
-        let secret = secret.clone();
-        tokio::task::spawn_blocking(move || crypto::hash_password(&secret))
-            .await
-            .map_err(|_| AuthError::Internal("hashing the client secret failed"))?
-    };
+    let hash = super::hasher::hash_secret(secret.clone()).await?;
     let credential = Credential {
         client_id: CredentialId::generate(),
         tenant_id: *tenant,

@@ -12,6 +12,7 @@ mod agents;
 mod auth;
 mod console;
 mod engine;
+mod limits;
 mod mcp;
 mod metrics;
 mod net;
@@ -32,6 +33,7 @@ pub use agents::{AgentSettings, HistorySettings, ImageInput};
 pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings, parse_key};
 pub use console::ConsoleSettings;
 pub use engine::EngineSettings;
+pub use limits::LimitsSettings;
 pub use mcp::{McpServerSettings, is_server_name, split_tool_name};
 pub use metrics::MetricsSettings;
 pub use net::IpNet;
@@ -65,6 +67,7 @@ pub struct Settings {
     pub agentscope: AgentScopeSettings,
     pub a2a: A2aSettings,
     pub webhooks: WebhooksSettings,
+    pub limits: LimitsSettings,
     pub console: ConsoleSettings,
     #[serde(default)]
     pub mcp_servers: Vec<McpServerSettings>,
@@ -237,6 +240,8 @@ impl Settings {
             .parse::<SocketAddr>()
             .map_err(|e| ConfigError::new("server.bind", format!("not a socket address: {e}")))?;
         self.server.validate_origins()?;
+        self.server.validate_public_url()?;
+        self.limits.validate()?;
         if self.server.max_body_bytes < 1024 {
             return Err(ConfigError::new(
                 "server.max_body_bytes",

@@ -21,9 +21,44 @@ pub struct ServerSettings {
     pub trusted_proxies: Vec<IpNet>,
     /// Web origins (`scheme://host[:port]`, or `*`) whose pages may call the API.
     pub cors_allowed_origins: Vec<String>,
+    /// `scheme://host[:port][/path]` of absolute URLs agentry writes (agent cards,
+    /// `Location`); empty: from a trusted proxy's forwarding headers, else the address the
+    /// connection reached.
+    pub public_url: String,
 }
 
 impl ServerSettings {
+    /// `public_url` without its trailing slashes (empty when unset).
+    pub fn public_base(&self) -> &str {
+        self.public_url.trim_end_matches('/')
+    }
+
+    pub(super) fn validate_public_url(&self) -> Result<(), ConfigError> {
+        if self.public_url.is_empty() {
+            return Ok(());
+        }
+        let valid = self
+            .public_url
+            .strip_prefix("https://")
+            .or_else(|| self.public_url.strip_prefix("http://"))
+            .is_some_and(|rest| {
+                let host = rest.split('/').next().unwrap_or("");
+                !host.is_empty()
+                    && rest.chars().all(|c| {
+                        c.is_ascii_alphanumeric()
+                            || matches!(c, '.' | '-' | ':' | '[' | ']' | '/' | '_' | '~')
+                    })
+            });
+        if !valid {
+            return Err(ConfigError::new(
+                "server.public_url",
+                "must be empty or an http(s) URL such as https://agents.example.com (scheme, \
+                 host, port and path only)",
+            ));
+        }
+        Ok(())
+    }
+
     /// Each allowed origin is `*` or a bare origin, as a browser sends it in `Origin`.
     pub(super) fn validate_origins(&self) -> Result<(), ConfigError> {
         for (i, origin) in self.cors_allowed_origins.iter().enumerate() {

@@ -26,8 +26,12 @@ pub struct WebhooksSettings {
     pub poll_interval_ms: u64,
     /// Endpoints this process sends to at once (each one delivery at a time).
     pub max_concurrent_endpoints: usize,
+    /// Endpoints one tenant's deliveries use at once, in this process.
+    pub max_concurrent_endpoints_per_tenant: usize,
     /// Endpoints a tenant may register.
     pub max_endpoints_per_tenant: u32,
+    /// Run endpoints (push notification configs) a tenant may have over all its runs.
+    pub max_run_endpoints_per_tenant: u32,
 }
 
 impl WebhooksSettings {
@@ -45,8 +49,16 @@ impl WebhooksSettings {
                 self.max_concurrent_endpoints as u64,
             ),
             (
+                "webhooks.max_concurrent_endpoints_per_tenant",
+                self.max_concurrent_endpoints_per_tenant as u64,
+            ),
+            (
                 "webhooks.max_endpoints_per_tenant",
                 u64::from(self.max_endpoints_per_tenant),
+            ),
+            (
+                "webhooks.max_run_endpoints_per_tenant",
+                u64::from(self.max_run_endpoints_per_tenant),
             ),
         ] {
             if value == 0 {

@@ -15,6 +15,16 @@ pub enum EngineError {
     Sealed(#[from] crate::crypto::SealError),
     #[error("the session is running another turn")]
     SessionBusy,
+    #[error(
+        "the session holds {messages} messages of {bytes} bytes; this turn's input would take \
+         it past its limits ({max_messages} messages, {max_bytes} bytes)"
+    )]
+    SessionFull {
+        messages: u64,
+        bytes: u64,
+        max_messages: u64,
+        max_bytes: u64,
+    },
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyMismatch,
     #[error("too many turns are waiting")]

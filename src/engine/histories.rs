@@ -102,6 +102,8 @@ pub struct Snapshot {
     /// The tool calls the history leaves unanswered.
     pub pending: Vec<PendingCall>,
     pub remembered: Remembered,
+    /// The full history's size: its messages' JSON text, in bytes.
+    pub history_bytes: u64,
 }
 
 /// The messages' JSON text length.
@@ -136,6 +138,7 @@ impl Histories {
                 compacted_through: cached.through,
             },
             pending: pending_tool_calls(&cached.full[from..]),
+            history_bytes: cached.full_bytes as u64,
             session: row,
         })
     }

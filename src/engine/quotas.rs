@@ -29,7 +29,7 @@ use super::EngineError;
 use crate::model::{
     Quota, QuotaDefaults, QuotaExceeded, QuotaOverrides, QuotaStanding, Quotas, TenantId,
 };
-use crate::store::Store;
+use crate::store::{Store, TokenBudget};
 
 /// How long the day's token count of a tenant is believed.
 const TOKENS_FRESH: Duration = Duration::from_secs(1);
@@ -277,6 +277,33 @@ impl QuotaBook {
             limit,
             retry_after: reset.max(1) as u64,
         }))
+    }
+
+    /// What a turn's admission reserves of the tenant's daily token quota: `None` when the
+    /// quota does not bound the tenant.
+    pub fn token_budget(&self, tenant: &TenantId, reserve: u64) -> Option<TokenBudget> {
+        let limit = self.of(tenant).limit(Quota::TokensPerDay)?;
+        Some(TokenBudget {
+            limit,
+            reserve,
+            since: day_start(Utc::now()),
+        })
+    }
+
+    /// The refusal of a turn that found the day's tokens used (retry tomorrow) or reserved
+    /// by turns still running (retry when they end).
+    pub fn tokens_refusal(&self, tenant: &TenantId, used: u64) -> EngineError {
+        let limit = self.of(tenant).limit(Quota::TokensPerDay).unwrap_or(0);
+        let retry_after = if used >= limit {
+            86_400 - Utc::now().timestamp().rem_euclid(86_400)
+        } else {
+            1
+        };
+        EngineError::QuotaExceeded(QuotaExceeded {
+            quota: Quota::TokensPerDay,
+            limit,
+            retry_after: retry_after.max(1) as u64,
+        })
     }
 
     /// A turn of the tenant is ending: the day's tokens are read again at the next check.

@@ -26,10 +26,12 @@ use crate::crypto::SecretBox;
 use crate::metrics::Metrics;
 use crate::model::{
     Event, HistoryMessage, ProcessId, Quota, QuotaExceeded, Run, RunId, RunStatus, Session,
-    SessionId, StreamMode, TenantId, Turn, TurnError, TurnId, TurnStatus, Usage,
+    SessionId, StreamMode, TenantId, Turn, TurnError, TurnId, TurnStatus, Usage, json_len,
 };
 use crate::store::Deltas;
-use crate::store::{Backend, RUN_NOT_AWAITING, RunLink, SlotClaim, Store, StoreError};
+use crate::store::{
+    AdmissionLimits, Backend, RUN_NOT_AWAITING, Refusal, RunLink, SlotClaim, Store, StoreError,
+};
 
 /// Which run a turn being admitted belongs to.
 #[derive(Debug, Clone, Default)]
@@ -164,6 +166,8 @@ pub struct Engine {
     /// Recently active sessions' histories, read incrementally.
     pub(super) histories: super::histories::Histories,
     pub(super) settings: EngineSettings,
+    /// What one session may hold.
+    pub(super) limits: crate::config::LimitsSettings,
     pub(super) metrics: Arc<Metrics>,
     tracker: TaskTracker,
     controls: Mutex<HashMap<TurnId, Arc<TurnControl>>>,
@@ -191,6 +195,7 @@ impl Engine {
         mcp: Arc<crate::tools::mcp::McpRegistry>,
         quotas: crate::model::QuotaDefaults,
         metrics: Arc<Metrics>,
+        limits: crate::config::LimitsSettings,
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer, metrics.clone()));
         let process = ProcessId::generate();
@@ -221,6 +226,7 @@ impl Engine {
             histories: super::histories::Histories::new(settings.history_cache_kib * 1024),
             global: Arc::new(Semaphore::new(settings.max_concurrent_turns)),
             settings,
+            limits,
             metrics,
             tracker: TaskTracker::new(),
             controls: Mutex::new(HashMap::new()),
@@ -469,6 +475,29 @@ impl Engine {
             .iter()
             .filter_map(InputMessage::to_history)
             .collect();
+        // One turn at a time per session: what the history holds cannot change before the
+        // turn is recorded (the remembered state is checked in its `INSERT`).
+        let (history_messages, history_bytes) = match &snapshot {
+            Some(snapshot) => (
+                snapshot.remembered.history_len.max(0) as u64,
+                snapshot.history_bytes,
+            ),
+            None => self.store.history_size(tenant, session_id).await?,
+        };
+        let input_bytes: u64 = input.iter().map(|m| json_len(m) as u64).sum();
+        if history_messages + input.len() as u64 > self.limits.session_max_messages
+            || history_bytes + input_bytes > self.limits.session_max_bytes
+        {
+            if let Start::Here(None) = start {
+                self.release_queue_slot(tenant);
+            }
+            return Err(EngineError::SessionFull {
+                messages: history_messages,
+                bytes: history_bytes,
+                max_messages: self.limits.session_max_messages,
+                max_bytes: self.limits.session_max_bytes,
+            });
+        }
         let owner = match start {
             Start::Here(_) => Some(&self.process),
             Start::Anywhere => None,
@@ -478,6 +507,20 @@ impl Engine {
                 Some(serde_json::to_value(&permissions).map_err(StoreError::from)?)
             }
             _ => None,
+        };
+        let limits = AdmissionLimits {
+            // On SQLite the in-memory queue above is exact (one process).
+            queued_turns: matches!(start, Start::Anywhere).then(|| {
+                self.quotas
+                    .of(tenant)
+                    .limit(Quota::QueuedTurns)
+                    .unwrap_or(0)
+            }),
+            // The model reads the history too: about four bytes a token.
+            tokens: self.quotas.token_budget(
+                tenant,
+                token_estimate(&agent, &input).saturating_add(history_bytes.div_ceil(4)),
+            ),
         };
         let inserted = self
             .store
@@ -491,6 +534,7 @@ impl Engine {
                 link,
                 answers_calls,
                 snapshot.as_ref().map(|s| s.remembered),
+                limits,
             )
             .await;
         if let Err(error) = inserted {
@@ -498,6 +542,13 @@ impl Engine {
                 self.release_queue_slot(tenant);
             }
             return match error {
+                StoreError::Refused(Refusal::QueuedTurns(waiting)) => {
+                    self.check_tenant_queue(tenant, waiting)?;
+                    Err(EngineError::QueueFull)
+                }
+                StoreError::Refused(Refusal::Tokens { used, .. }) => {
+                    Err(self.quotas.tokens_refusal(tenant, used))
+                }
                 // Two requests with one key at the same moment: whichever index refused the
                 // second, it is a retry of the first, which is committed by now.
                 StoreError::Conflict(what)
@@ -1174,4 +1225,12 @@ fn not_found(error: StoreError, what: &'static str) -> EngineError {
         StoreError::NotFound => EngineError::NotFound(what),
         other => other.into(),
     }
+}
+
+/// The tokens a turn is expected to use, reserved of its tenant's daily token quota until it
+/// ends: its system prompt and input read, and a reply as long as its input.
+fn token_estimate(agent: &crate::agents::Agent, input: &[HistoryMessage]) -> u64 {
+    let read = crate::providers::estimate_tokens(&agent.settings().system_prompt, input, &[]);
+    let written = crate::providers::estimate_tokens("", input, &[]);
+    (read + written).max(1)
 }

@@ -185,6 +185,7 @@ impl Engine {
                 RunLink::Cancel(&run.id),
                 false,
                 None,
+                Default::default(),
             )
             .await;
         match inserted {

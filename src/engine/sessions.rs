@@ -7,7 +7,6 @@ use chrono::{DateTime, Utc};
 
 use super::{Engine, EngineError};
 use crate::agents::SessionConfigRequest;
-use crate::config::HistoryType;
 use crate::crypto::SecretBox;
 use crate::model::{
     FieldError, HistoryMessage, Quota, QuotaExceeded, ServerToolRef, Session, SessionId, TenantId,
@@ -215,13 +214,15 @@ impl Engine {
                 .await;
         };
         let repeated = (!history.is_empty()).then(|| render(&history));
+        let history_len = history.len();
         let (session, created) = self
             .session_for_key(tenant, reference, agent_name, history)
             .await?;
         if let Some(repeated) = repeated.filter(|_| !created) {
+            // The stored end the repeated history must match: as many messages, no more.
             let stored = self
                 .store
-                .list_history(tenant, &session.id, HistoryType::Full)
+                .list_recent_history(tenant, &session.id, history_len as i64)
                 .await?;
             if !render(&stored).ends_with(&repeated) {
                 return Err(EngineError::HistoryMismatch);

@@ -50,8 +50,15 @@ pub async fn strip_untrusted(
     next.call(req).await
 }
 
-/// `scheme://host[:port]` the client used, for absolute URLs.
+/// `scheme://host[:port]` of absolute URLs: `server.public_url` when set, else what a
+/// trusted proxy forwards, else the address the connection reached. Never the request's
+/// bare `Host`: a cache in front that does not key on it could serve one client's choice
+/// to everyone.
 pub fn base_url(req: &HttpRequest, settings: &Settings) -> String {
+    let public = settings.server.public_base();
+    if !public.is_empty() {
+        return public.to_owned();
+    }
     let proxies = &settings.server.trusted_proxies;
     let headers = req.headers();
     let forwarded = peer_is_trusted(req, proxies).then(|| first_forwarded(headers));
@@ -73,12 +80,6 @@ pub fn base_url(req: &HttpRequest, settings: &Settings) -> String {
         .or_else(|| {
             forwarded
                 .and(first_value(headers, &X_FORWARDED_HOST))
-                .filter(|h| is_host(h))
-        })
-        .or_else(|| {
-            headers
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok())
                 .filter(|h| is_host(h))
         })
         .map_or_else(|| req.app_config().local_addr().to_string(), str::to_owned);

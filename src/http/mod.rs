@@ -14,6 +14,7 @@ mod docs;
 mod files;
 pub mod forwarded;
 mod frame_id;
+mod history_page;
 mod limits;
 mod login;
 mod observe;
@@ -23,6 +24,7 @@ mod pagination;
 pub mod ratelimit;
 mod runs;
 mod sse;
+pub mod streams;
 mod usage;
 mod webhooks;
 

@@ -68,7 +68,8 @@ fn decode(raw: &str) -> Option<RunCursor> {
     let text = pagination::decode(raw)?;
     let (micros, id) = text.split_once(':')?;
     Some(RunCursor {
-        updated_at: DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+        updated_at: DateTime::from_timestamp_micros(micros.parse().ok()?)
+            .filter(crate::model::is_storable)?,
         id: id.parse::<RunId>().ok()?,
     })
 }

@@ -46,6 +46,14 @@ pub async fn usage_report(
 ) -> Result<UsageReport, ApiError> {
     let from = query.from.map_or(DateTime::UNIX_EPOCH, |t| t.0);
     let to = query.to.map_or_else(crate::model::now, |t| t.0);
+    for (name, at) in [("from", from), ("to", to)] {
+        if !crate::model::is_storable(&at) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("{name}: must be between the years 1 and 9999"),
+            ));
+        }
+    }
     if from >= to {
         return Err(ApiError::new(
             ErrorCode::InvalidQuery,

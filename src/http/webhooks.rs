@@ -66,6 +66,7 @@ impl From<WebhookError> for ApiError {
             WebhookError::Disabled
             | WebhookError::TooMany(_)
             | WebhookError::TooManyForRun(_)
+            | WebhookError::TooManyRunEndpoints(_)
             | WebhookError::RunEndpointToken => {
                 ApiError::new(ErrorCode::Conflict, error.to_string())
             }

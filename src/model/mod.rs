@@ -1,5 +1,6 @@
 //! The engine's vocabulary, shared by every protocol face and the store.
 
+mod address;
 mod body;
 mod builtin;
 mod call_id;
@@ -15,6 +16,7 @@ mod tenant;
 mod turn;
 mod webhook;
 
+pub use address::{classify as classify_address, is_internal};
 pub use body::{
     BodySchema, ContentEncoding, Part, PartGlob, SchemaPart, SchemaViolation, check_names,
     check_part_name, media_type,
@@ -91,6 +93,13 @@ pub fn json_len(value: &impl serde::Serialize) -> usize {
 pub fn now() -> chrono::DateTime<chrono::Utc> {
     use chrono::SubsecRound;
     chrono::Utc::now().trunc_subsecs(6)
+}
+
+/// Whether both databases can store and compare a point in time: years 1 to 9999
+/// (PostgreSQL's `timestamptz` refuses far dates; SQLite's microseconds overflow beyond).
+pub fn is_storable(at: &chrono::DateTime<chrono::Utc>) -> bool {
+    use chrono::Datelike;
+    (1..=9999).contains(&at.year())
 }
 
 #[cfg(test)]

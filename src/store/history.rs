@@ -10,6 +10,11 @@ use super::{Store, StoreError, with_db};
 use crate::model::HistoryType;
 use crate::model::{HistoryMessage, SessionId, TenantId};
 
+/// The number of messages of a session's full history and their stored bytes.
+pub(super) const HISTORY_SIZE: &str = "SELECT COUNT(*), CAST(COALESCE(SUM(h.bytes), 0) AS BIGINT) \
+     FROM history h JOIN sessions s ON s.id = h.session_id \
+     WHERE s.tenant_id = $1 AND h.session_id = $2";
+
 impl Store {
     /// The session's history of the given type, in order. An existing session with no
     /// messages gives an empty list; callers check the session exists first.
@@ -21,8 +26,17 @@ impl Store {
     ) -> Result<Vec<HistoryMessage>, StoreError> {
         match kind {
             HistoryType::Full => {
-                self.list_history_page(tenant, session, kind, 0, i64::MAX)
+                let rows: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
+                    sqlx::query_scalar(
+                        "SELECT h.message FROM history h JOIN sessions s ON s.id = h.session_id \
+                         WHERE s.tenant_id = $1 AND h.session_id = $2 ORDER BY h.position",
+                    )
+                    .bind(tenant)
+                    .bind(session)
+                    .fetch_all(pool)
                     .await
+                })?;
+                Ok(rows.into_iter().map(|Json(m)| m).collect())
             }
             HistoryType::Compacted => self.list_compacted_history(tenant, session).await,
         }
@@ -148,7 +162,7 @@ impl Store {
     }
 
     /// Up to `limit` messages of the session's history of the given type from the
-    /// `offset`-th on, in order.
+    /// `offset`-th on, in order, with whether more follow.
     pub async fn list_history_page(
         &self,
         tenant: &TenantId,
@@ -156,15 +170,45 @@ impl Store {
         kind: HistoryType,
         offset: i64,
         limit: i64,
-    ) -> Result<Vec<HistoryMessage>, StoreError> {
-        let sql = match kind {
+    ) -> Result<(Vec<HistoryMessage>, bool), StoreError> {
+        self.list_history_page_within(tenant, session, kind, offset, limit, u64::MAX)
+            .await
+    }
+
+    /// [`Store::list_history_page`] cut by bytes too: the page holds the messages from the
+    /// `offset`-th on whose stored sizes add up to at most `max_bytes` (the first one
+    /// whatever its size), at most `limit` of them. The sizes are read first, without the
+    /// messages, so a request holds its page in memory, never the session.
+    pub async fn list_history_page_within(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        kind: HistoryType,
+        offset: i64,
+        limit: i64,
+        max_bytes: u64,
+    ) -> Result<(Vec<HistoryMessage>, bool), StoreError> {
+        let (sizes_sql, messages_sql) = match kind {
             // Positions are 0, 1, 2, …: the offset is a position.
-            HistoryType::Full => {
+            HistoryType::Full => (
+                "SELECT h.bytes FROM history h JOIN sessions s ON s.id = h.session_id \
+                 WHERE s.tenant_id = $1 AND h.session_id = $2 \
+                 AND h.position >= $3 ORDER BY h.position LIMIT $4",
                 "SELECT h.message FROM history h JOIN sessions s ON s.id = h.session_id \
                  WHERE s.tenant_id = $1 AND h.session_id = $2 \
-                 AND h.position >= $3 ORDER BY h.position LIMIT $4"
-            }
-            HistoryType::Compacted => {
+                 AND h.position >= $3 ORDER BY h.position LIMIT $4",
+            ),
+            HistoryType::Compacted => (
+                "SELECT bytes FROM ( \
+                   SELECT 0 AS part, c.position, c.bytes FROM compacted_history c \
+                   JOIN sessions s ON s.id = c.session_id \
+                   WHERE s.tenant_id = $1 AND c.session_id = $2 \
+                   UNION ALL \
+                   SELECT 1 AS part, h.position, h.bytes FROM history h \
+                   JOIN sessions s ON s.id = h.session_id \
+                   WHERE s.tenant_id = $1 AND h.session_id = $2 \
+                   AND h.position > COALESCE(s.compacted_through, -1) \
+                 ) AS compacted ORDER BY part, position LIMIT $4 OFFSET $3",
                 "SELECT message FROM ( \
                    SELECT 0 AS part, c.position, c.message FROM compacted_history c \
                    JOIN sessions s ON s.id = c.session_id \
@@ -174,19 +218,61 @@ impl Store {
                    JOIN sessions s ON s.id = h.session_id \
                    WHERE s.tenant_id = $1 AND h.session_id = $2 \
                    AND h.position > COALESCE(s.compacted_through, -1) \
-                 ) AS compacted ORDER BY part, position LIMIT $4 OFFSET $3"
-            }
+                 ) AS compacted ORDER BY part, position LIMIT $4 OFFSET $3",
+            ),
         };
-        let rows: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
-            sqlx::query_scalar(sql)
+        let sizes: Vec<i64> = with_db!(self, |pool| {
+            sqlx::query_scalar(sizes_sql)
                 .bind(tenant)
                 .bind(session)
                 .bind(offset)
-                .bind(limit)
+                .bind(limit.saturating_add(1))
                 .fetch_all(pool)
                 .await
         })?;
-        Ok(rows.into_iter().map(|Json(m)| m).collect())
+        let mut taken = 0usize;
+        let mut bytes = 0u64;
+        for size in sizes
+            .iter()
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        {
+            let size = (*size).max(0) as u64;
+            if taken > 0 && bytes.saturating_add(size) > max_bytes {
+                break;
+            }
+            bytes = bytes.saturating_add(size);
+            taken += 1;
+        }
+        let more = sizes.len() > taken;
+        if taken == 0 {
+            return Ok((Vec::new(), more));
+        }
+        let rows: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
+            sqlx::query_scalar(messages_sql)
+                .bind(tenant)
+                .bind(session)
+                .bind(offset)
+                .bind(taken as i64)
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok((rows.into_iter().map(|Json(m)| m).collect(), more))
+    }
+
+    /// How many messages the session's full history holds and their stored bytes.
+    pub async fn history_size(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<(u64, u64), StoreError> {
+        let (count, bytes): (i64, i64) = with_db!(self, |pool| {
+            sqlx::query_as(HISTORY_SIZE)
+                .bind(tenant)
+                .bind(session)
+                .fetch_one(pool)
+                .await
+        })?;
+        Ok((count.max(0) as u64, bytes.max(0) as u64))
     }
 
     /// The last `limit` messages of the session's full history, in order.

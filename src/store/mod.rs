@@ -45,12 +45,12 @@ pub use events::{AppendGroup, CoalescedDeltas, Deltas};
 pub use files::StoredFile;
 pub use notify::{Committed, Listener, Notice};
 pub use processes::{Orphan, SlotClaim};
-pub use run_endpoints::RunEndpointRecord;
+pub use run_endpoints::{RunEndpointLimits, RunEndpointRecord, RunEndpointWrite};
 pub use run_list::{ListedRun, RunCursor, RunFilter, RunMessage};
 pub use runs::RunLink;
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
-pub use turns::{Remembered, UsageTotals};
+pub use turns::{AdmissionLimits, Refusal, Remembered, TokenBudget, UsageTotals};
 pub use usage::DayUsage;
 pub use webhook_deliveries::{AttemptOutcome, Outbound};
 pub use webhooks::{EndpointChange, SealedSecrets};
@@ -117,6 +117,9 @@ pub enum StoreError {
     Corrupt(String),
     #[error("migration failed: {0}")]
     Migration(String),
+    /// A limit counted in the writing transaction refused it; nothing was written.
+    #[error("refused: {0:?}")]
+    Refused(Refusal),
     #[error(transparent)]
     Database(sqlx::Error),
 }

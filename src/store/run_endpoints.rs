@@ -42,6 +42,26 @@ pub struct RunEndpointRecord {
     pub sealed_credentials: Option<String>,
 }
 
+/// How many run endpoints a new key may join.
+#[derive(Debug, Clone, Copy)]
+pub struct RunEndpointLimits {
+    pub per_run: u32,
+    pub per_tenant: u32,
+}
+
+/// What writing a run's endpoint did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RunEndpointWrite {
+    /// Written; when it was first created.
+    Written(Stamp),
+    /// The key belongs to another id (written meanwhile): nothing was written.
+    Taken,
+    /// The run has its most endpoints: nothing was written.
+    RunFull,
+    /// The tenant has its most run endpoints: nothing was written.
+    TenantFull,
+}
+
 impl Store {
     /// The id of the run's endpoint under `key`, if there is one.
     pub async fn find_run_webhook_endpoint(
@@ -63,42 +83,74 @@ impl Store {
         })?)
     }
 
-    /// The run's endpoints under another key than `key`.
-    pub async fn count_run_webhook_endpoints(
+    /// The tenant's run endpoints over all its runs.
+    pub async fn count_run_webhook_endpoints_of_tenant(
         &self,
         tenant: &TenantId,
-        run: &RunId,
-        key: &str,
     ) -> Result<i64, StoreError> {
         Ok(with_db!(self, |pool| {
             sqlx::query_scalar(
-                "SELECT COUNT(*) FROM webhook_endpoints \
-                 WHERE tenant_id = $1 AND run_id = $2 AND run_key <> $3",
+                "SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = $1 AND run_id IS NOT NULL",
             )
             .bind(tenant)
-            .bind(run)
-            .bind(key)
             .fetch_one(pool)
             .await
         })?)
     }
 
     /// Writes the run's endpoint under its key: a new row, or the row of that key when it
-    /// has the record's id (enabled again, its retry delay cleared). `None` when the key
-    /// belongs to another id (written meanwhile): nothing was written. Else when it was
-    /// first created.
+    /// has the record's id (enabled again, its retry delay cleared). A new key is written
+    /// only while the run has fewer than `limits.per_run` other keys and the tenant fewer
+    /// than `limits.per_tenant` run endpoints, counted in the same transaction (on
+    /// PostgreSQL under a lock of the tenant's), so concurrent writes stop at the limits.
     pub async fn upsert_run_webhook_endpoint(
         &self,
         tenant: &TenantId,
         record: &RunEndpointRecord,
-    ) -> Result<Option<Stamp>, StoreError> {
+        limits: RunEndpointLimits,
+    ) -> Result<RunEndpointWrite, StoreError> {
         if let super::Db::Sqlite(pools) = &self.db {
             // Before the endpoint exists: no stop after it may miss it.
             self.webhook_tenants.loaded(&pools.read).await?.add(tenant);
         }
+        let postgres = matches!(self.db, super::Db::Postgres(_));
         let endpoint = &record.endpoint;
         Ok(with_writer!(self, |pool| {
-            sqlx::query_scalar(
+            let mut tx = pool.begin().await?;
+            if postgres {
+                sqlx::query(super::webhooks::ENDPOINTS_LOCK)
+                    .bind(tenant.to_uuid().to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let existing: Option<EndpointId> = sqlx::query_scalar(
+                "SELECT id FROM webhook_endpoints \
+                 WHERE tenant_id = $1 AND run_id = $2 AND run_key = $3",
+            )
+            .bind(tenant)
+            .bind(endpoint.run)
+            .bind(&endpoint.key)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if existing.is_none() {
+                let (of_run, of_tenant): (i64, i64) = sqlx::query_as(
+                    "SELECT (SELECT COUNT(*) FROM webhook_endpoints \
+                             WHERE tenant_id = $1 AND run_id = $2), \
+                            (SELECT COUNT(*) FROM webhook_endpoints \
+                             WHERE tenant_id = $1 AND run_id IS NOT NULL)",
+                )
+                .bind(tenant)
+                .bind(endpoint.run)
+                .fetch_one(&mut *tx)
+                .await?;
+                if of_run >= i64::from(limits.per_run) {
+                    return Ok(RunEndpointWrite::RunFull);
+                }
+                if of_tenant >= i64::from(limits.per_tenant) {
+                    return Ok(RunEndpointWrite::TenantFull);
+                }
+            }
+            let written: Option<Stamp> = sqlx::query_scalar(
                 "INSERT INTO webhook_endpoints (id, tenant_id, url, event_mask, auth, secret, \
                  enabled, run_id, run_key, format, authorization_scheme, \
                  authorization_credentials, created_at, updated_at) \
@@ -126,8 +178,13 @@ impl Store {
             .bind(&endpoint.authorization_scheme)
             .bind(&record.sealed_credentials)
             .bind(Stamp(endpoint.created_at))
-            .fetch_optional(pool)
-            .await
+            .fetch_optional(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(match written {
+                Some(at) => RunEndpointWrite::Written(at),
+                None => RunEndpointWrite::Taken,
+            })
         })?)
     }
 

@@ -91,6 +91,54 @@ const INSERT_TURN_IF_REMEMBERED: &str = "INSERT INTO turns (id, tenant_id, sessi
      AND COALESCE(compacted_through, -1) = $14 \
      AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $3) = $15";
 
+/// Serializes the admissions of one tenant's turns over every process (PostgreSQL): the
+/// queue and the token budget are counted and the turn added under it.
+const ADMISSION_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 10))";
+
+/// What a turn's admission checks in the transaction that records it, so that concurrent
+/// admissions cannot all pass a limit only some of them fit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AdmissionLimits {
+    /// The tenant's turns waiting for any process must be fewer than this.
+    pub queued_turns: Option<u64>,
+    pub tokens: Option<TokenBudget>,
+}
+
+/// The tenant's daily token quota: the tokens its turns created since `since` reported, and
+/// the reservations of those still queued or running (what they reported, if more), must
+/// be under `limit`; the new turn reserves `reserve`.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenBudget {
+    pub limit: u64,
+    pub reserve: u64,
+    pub since: DateTime<Utc>,
+}
+
+/// Why a turn's admission was refused in its transaction; nothing was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The tenant's queue holds this many turns.
+    QueuedTurns(u64),
+    /// The tenant's turns of the day reported `used` tokens, and those still running
+    /// reserve `reserved` more.
+    Tokens { used: u64, reserved: u64 },
+}
+
+/// The tokens the tenant's turns since `$2` reported, and what the reservations of those
+/// still queued or running add to it.
+const SQLITE_TOKENS_RESERVED: &str = "SELECT COALESCE(SUM(used), 0), \
+     COALESCE(SUM(CASE WHEN status IN ('queued', 'running') AND reserved_tokens > used \
+     THEN reserved_tokens - used ELSE 0 END), 0) FROM (SELECT status, reserved_tokens, \
+     COALESCE(json_extract(usage, '$.input_tokens'), 0) \
+     + COALESCE(json_extract(usage, '$.output_tokens'), 0) AS used \
+     FROM turns WHERE tenant_id = $1 AND created_at >= $2) AS day";
+const PG_TOKENS_RESERVED: &str = "SELECT COALESCE(SUM(used), 0)::bigint, \
+     COALESCE(SUM(CASE WHEN status IN ('queued', 'running') AND reserved_tokens > used \
+     THEN reserved_tokens - used ELSE 0 END), 0)::bigint FROM (SELECT status, reserved_tokens, \
+     COALESCE((usage->>'input_tokens')::bigint, 0) \
+     + COALESCE((usage->>'output_tokens')::bigint, 0) AS used \
+     FROM turns WHERE tenant_id = $1 AND created_at >= $2) AS day";
+
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
 }
@@ -117,14 +165,51 @@ impl Store {
         run: RunLink<'_>,
         answers_calls: bool,
         remembered: Option<Remembered>,
+        limits: AdmissionLimits,
     ) -> Result<(), StoreError> {
         debug_assert_eq!(run.run(), turn.run_id.as_ref());
         let insert = match remembered {
             None => INSERT_TURN,
             Some(_) => INSERT_TURN_IF_REMEMBERED,
         };
+        let postgres = matches!(self.db, super::Db::Postgres(_));
         with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
+            if limits.queued_turns.is_some() || limits.tokens.is_some() {
+                if postgres {
+                    sqlx::query(ADMISSION_LOCK)
+                        .bind(tenant.to_uuid().to_string())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(max) = limits.queued_turns {
+                    let waiting: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM turns \
+                         WHERE tenant_id = $1 AND status = 'queued' AND owner IS NULL",
+                    )
+                    .bind(tenant)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if waiting.max(0) as u64 >= max {
+                        return Err(StoreError::Refused(Refusal::QueuedTurns(waiting as u64)));
+                    }
+                }
+                if let Some(budget) = limits.tokens {
+                    let (used, reserved): (i64, i64) = sqlx::query_as(if postgres {
+                        PG_TOKENS_RESERVED
+                    } else {
+                        SQLITE_TOKENS_RESERVED
+                    })
+                    .bind(tenant)
+                    .bind(Stamp(budget.since))
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let (used, reserved) = (used.max(0) as u64, reserved.max(0) as u64);
+                    if used + reserved >= budget.limit {
+                        return Err(StoreError::Refused(Refusal::Tokens { used, reserved }));
+                    }
+                }
+            }
             admit_run!(tx, tenant, turn, run, answers_calls, before_turn);
             let mut query = sqlx::query(insert)
                 .bind(turn.id)
@@ -147,6 +232,13 @@ impl Store {
             }
             if query.execute(&mut *tx).await?.rows_affected() == 0 {
                 return Err(StoreError::Stale);
+            }
+            if let Some(budget) = limits.tokens {
+                sqlx::query("UPDATE turns SET reserved_tokens = $2 WHERE id = $1")
+                    .bind(turn.id)
+                    .bind(i64::try_from(budget.reserve).unwrap_or(i64::MAX))
+                    .execute(&mut *tx)
+                    .await?;
             }
             admit_run!(tx, tenant, turn, run, answers_calls, after_turn);
             if let Some(session) = session_update {

@@ -154,15 +154,22 @@ impl Store {
     /// Enabled endpoints with a pending delivery due and no living lease: candidates for
     /// [`Store::claim_webhook_endpoint`]. Found from the pending deliveries (their partial
     /// index), not by reading every endpoint: runs' endpoints are many and mostly idle.
-    pub async fn due_webhook_endpoints(&self, limit: i64) -> Result<Vec<EndpointId>, StoreError> {
+    pub async fn due_webhook_endpoints(
+        &self,
+        limit: i64,
+    ) -> Result<Vec<(EndpointId, TenantId)>, StoreError> {
         let now = Stamp(crate::model::now());
         Ok(with_db!(self, |pool| {
-            sqlx::query_scalar(
-                "SELECT e.id FROM webhook_endpoints e WHERE e.id IN (SELECT d.endpoint_id \
+            // Round-robin over tenants: every tenant's oldest due endpoint, then every
+            // tenant's second, and so on, so that one tenant's many cannot fill the page.
+            sqlx::query_as(
+                "SELECT id, tenant_id FROM (SELECT e.id, e.tenant_id, e.retry_at, \
+                 ROW_NUMBER() OVER (PARTITION BY e.tenant_id ORDER BY e.retry_at) AS turn \
+                 FROM webhook_endpoints e WHERE e.id IN (SELECT d.endpoint_id \
                  FROM webhook_deliveries d WHERE d.status = 'pending') AND e.enabled \
                  AND (e.retry_at IS NULL OR e.retry_at <= $1) \
-                 AND (e.lease_until IS NULL OR e.lease_until < $1) \
-                 ORDER BY e.retry_at LIMIT $2",
+                 AND (e.lease_until IS NULL OR e.lease_until < $1)) AS due \
+                 ORDER BY turn, retry_at LIMIT $2",
             )
             .bind(now)
             .bind(limit)

@@ -68,6 +68,11 @@ pub struct EndpointChange {
     pub enabled: Option<bool>,
 }
 
+/// Serializes the endpoint writes of one tenant over every process (PostgreSQL): the
+/// limits are counted and the row added under it.
+pub(super) const ENDPOINTS_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 9))";
+
 impl Store {
     /// The tenant's endpoints, not counting its runs' own.
     pub async fn count_webhook_endpoints(&self, tenant: &TenantId) -> Result<i64, StoreError> {
@@ -81,22 +86,36 @@ impl Store {
         })?)
     }
 
+    /// Records a new tenant-wide endpoint unless the tenant already has `max` of them
+    /// (`false`): counted and written in one transaction, so concurrent creations stop at
+    /// the limit exactly (on PostgreSQL they take turns on a lock of the tenant's).
     pub async fn insert_webhook_endpoint(
         &self,
         tenant: &TenantId,
         endpoint: &Endpoint,
         event_mask: i64,
         sealed_secret: &str,
-    ) -> Result<(), StoreError> {
+        max: u32,
+    ) -> Result<bool, StoreError> {
         if let super::Db::Sqlite(pools) = &self.db {
             // Before the endpoint exists: no stop after it may miss it.
             self.webhook_tenants.loaded(&pools.read).await?.add(tenant);
         }
-        with_writer!(self, |pool| {
-            sqlx::query(
+        let postgres = matches!(self.db, super::Db::Postgres(_));
+        let inserted = with_writer!(self, |pool| {
+            let mut tx = pool.begin().await?;
+            if postgres {
+                sqlx::query(ENDPOINTS_LOCK)
+                    .bind(tenant.to_uuid().to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let inserted = sqlx::query(
                 "INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_mask, \
                  auth, secret, enabled, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 \
+                 WHERE (SELECT COUNT(*) FROM webhook_endpoints \
+                        WHERE tenant_id = $2 AND run_id IS NULL) < $10",
             )
             .bind(endpoint.id)
             .bind(tenant)
@@ -107,11 +126,14 @@ impl Store {
             .bind(sealed_secret)
             .bind(endpoint.enabled)
             .bind(Stamp(endpoint.created_at))
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
+            .bind(i64::from(max))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(inserted)
         })?;
-        Ok(())
+        Ok(inserted == 1)
     }
 
     pub async fn list_webhook_endpoints(

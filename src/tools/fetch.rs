@@ -1,69 +1,14 @@
 //! `http_fetch`: GET a URL with size and time limits, refusing addresses inside the
 //! network (loopback, private, link-local, …) unless the operator allows their host.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 
 use crate::config::ToolsSettings;
 
-/// Whether an address is one a server should not be made to reach for a client.
-pub fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-                || (a == 198 && (b == 18 || b == 19))
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = embedded_ipv4(v6) {
-                return is_internal(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-        }
-    }
-}
-
-/// The IPv4 address an IPv6 address carries to reach an IPv4 host: IPv4-mapped
-/// (`::ffff:0:0/96`), IPv4-translated (`::ffff:0:0:0/96`), IPv4-compatible (`::/96`), NAT64
-/// (`64:ff9b::/96`, `64:ff9b:1::/48`) and 6to4 (`2002::/16`).
-fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
-    let s = v6.segments();
-    let low = |hi: u16, lo: u16| {
-        let [a, b] = hi.to_be_bytes();
-        let [c, d] = lo.to_be_bytes();
-        std::net::Ipv4Addr::new(a, b, c, d)
-    };
-    let tail = low(s[6], s[7]);
-    match s {
-        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0xffff, 0, ..] => Some(tail),
-        // `::` and `::1` are themselves (unspecified, loopback), not IPv4-compatible.
-        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
-        [0, 0, 0, 0, 0, 0, ..] => Some(tail),
-        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(tail),
-        // RFC 6052 at /48: the IPv4 address spans bits 48..88, skipping the u octet (64..72).
-        [0x64, 0xff9b, 1, ..] => {
-            let [_, _, _, _, _, _, a, b, _, c, d, ..] = v6.octets();
-            Some(std::net::Ipv4Addr::new(a, b, c, d))
-        }
-        [0x2002, hi, lo, ..] => Some(low(hi, lo)),
-        _ => None,
-    }
-}
+pub use crate::model::is_internal;
 
 /// Fetches `url`; the text is the tool's result or says why not.
 pub async fn fetch(url: &str, settings: &ToolsSettings) -> Result<String, String> {

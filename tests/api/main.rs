@@ -11,6 +11,7 @@ mod acp;
 mod admin;
 mod agentscope;
 mod auth;
+mod bounds;
 mod call_ids;
 mod cli;
 mod cluster;

@@ -151,6 +151,11 @@ impl ServerProcess {
         format!("{}{path}", self.address)
     }
 
+    /// The server's process id (its memory is read from `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Creates a session of `agent` for `token`; returns its id.
     pub async fn create_session(&self, token: &str, agent: &str) -> String {
         let reply = reqwest::Client::new()

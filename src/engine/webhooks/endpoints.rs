@@ -27,6 +27,7 @@ impl Webhooks {
             None => WebhookEvent::all_mask(),
         };
         let limit = self.settings.max_endpoints_per_tenant;
+        // A quick refusal; the insert counts again in its own transaction.
         if self.store.count_webhook_endpoints(tenant).await? >= i64::from(limit) {
             return Err(WebhookError::TooMany(limit));
         }
@@ -50,9 +51,13 @@ impl Webhooks {
         let sealed = self
             .secrets
             .seal(secret.as_bytes(), &seal_context(tenant, &endpoint.id));
-        self.store
-            .insert_webhook_endpoint(tenant, &endpoint, mask, &sealed)
-            .await?;
+        if !self
+            .store
+            .insert_webhook_endpoint(tenant, &endpoint, mask, &sealed, limit)
+            .await?
+        {
+            return Err(WebhookError::TooMany(limit));
+        }
         Ok(CreatedEndpoint { endpoint, secret })
     }
 

@@ -47,6 +47,10 @@ pub enum WebhookError {
     #[error("a run may have at most {0} webhook endpoints")]
     TooManyForRun(u32),
     #[error(
+        "a tenant may have at most {0} run endpoints (push notification configs) over all its runs"
+    )]
+    TooManyRunEndpoints(u32),
+    #[error(
         "a run's endpoint signs with the token its client chose: register it again with a new \
          token instead"
     )]

@@ -1,14 +1,15 @@
 //! A run's own endpoints: a client registers a URL, under a key of its own, to be told of one
 //! run's status changes in a payload format a face registered, signed with the client's
 //! token. They are sent like a tenant's endpoints (outbox, order, retries, leases) and
-//! listed with them, but do not count toward `webhooks.max_endpoints_per_tenant`.
+//! listed with them; they count toward `webhooks.max_run_endpoints_per_tenant` (and at most
+//! [`MAX_ENDPOINTS_PER_RUN`] per run), not toward `webhooks.max_endpoints_per_tenant`.
 
 use std::fmt;
 use std::sync::Arc;
 
 use super::{PayloadFormat, WebhookError, Webhooks, credentials_context, seal_context};
 use crate::model::{EndpointId, FieldError, RunEndpoint, RunId, TenantId};
-use crate::store::{RunEndpointRecord, StoreError};
+use crate::store::{RunEndpointLimits, RunEndpointRecord, RunEndpointWrite, StoreError};
 
 /// The most endpoints one run may have.
 const MAX_ENDPOINTS_PER_RUN: u32 = 10;
@@ -97,6 +98,48 @@ impl Webhooks {
             .cloned()
     }
 
+    /// Checks what a new run endpoint asks for, as [`Webhooks::create_run_endpoint`] would
+    /// (its key, format, token, authorization, URL and the tenant's limit), without a run:
+    /// a face refuses a request whose endpoint would be refused before it starts a run.
+    pub async fn check_run_endpoint(
+        &self,
+        tenant: &TenantId,
+        new: &NewRunEndpoint,
+    ) -> Result<(), WebhookError> {
+        self.checked_fields(new).await?;
+        let limit = self.settings.max_run_endpoints_per_tenant;
+        if self
+            .store
+            .count_run_webhook_endpoints_of_tenant(tenant)
+            .await?
+            >= i64::from(limit)
+        {
+            return Err(WebhookError::TooManyRunEndpoints(limit));
+        }
+        Ok(())
+    }
+
+    /// The endpoint's token (the client's, or a new one) and URL, once every field checks.
+    async fn checked_fields(&self, new: &NewRunEndpoint) -> Result<(String, String), WebhookError> {
+        checked_key(&new.key)?;
+        if self.format(&new.format).is_none() {
+            return Err(FieldError::new(
+                "format",
+                format!("no payload format `{}` is registered", new.format),
+            )
+            .into());
+        }
+        let token = match &new.token {
+            Some(token) => checked_token(token.clone())?,
+            None => crate::crypto::random_token(TOKEN_BYTES),
+        };
+        if let Some(authorization) = &new.authorization {
+            checked_authorization(authorization)?;
+        }
+        let url = self.checked_url(&new.url).await?;
+        Ok((token, url))
+    }
+
     /// Creates, or replaces (same run and key), a run's endpoint. The URL is checked like a
     /// tenant endpoint's; an unknown run of the tenant is `NotFound("run")`; an unknown
     /// format is `Invalid`. A replaced endpoint keeps its id and its deliveries, and is
@@ -106,30 +149,8 @@ impl Webhooks {
         tenant: &TenantId,
         new: NewRunEndpoint,
     ) -> Result<CreatedRunEndpoint, WebhookError> {
-        checked_key(&new.key)?;
-        if self.format(&new.format).is_none() {
-            return Err(FieldError::new(
-                "format",
-                format!("no payload format `{}` is registered", new.format),
-            )
-            .into());
-        }
-        let token = match new.token {
-            Some(token) => checked_token(token)?,
-            None => crate::crypto::random_token(TOKEN_BYTES),
-        };
-        if let Some(authorization) = &new.authorization {
-            checked_authorization(authorization)?;
-        }
-        let url = self.checked_url(&new.url).await?;
+        let (token, url) = self.checked_fields(&new).await?;
         self.existing_run(tenant, &new.run).await?;
-        let others = self
-            .store
-            .count_run_webhook_endpoints(tenant, &new.run, &new.key)
-            .await?;
-        if others >= i64::from(MAX_ENDPOINTS_PER_RUN) {
-            return Err(WebhookError::TooManyForRun(MAX_ENDPOINTS_PER_RUN));
-        }
         for _ in 0..WRITE_TRIES {
             let existing = self
                 .store
@@ -159,23 +180,36 @@ impl Webhooks {
                 }),
                 endpoint: endpoint.clone(),
             };
+            let limits = RunEndpointLimits {
+                per_run: MAX_ENDPOINTS_PER_RUN,
+                per_tenant: self.settings.max_run_endpoints_per_tenant,
+            };
             let written = self
                 .store
-                .upsert_run_webhook_endpoint(tenant, &record)
+                .upsert_run_webhook_endpoint(tenant, &record, limits)
                 .await
                 .map_err(|error| match error {
                     // The run was deleted meanwhile.
                     StoreError::NotFound => WebhookError::NotFound("run"),
                     other => other.into(),
                 })?;
-            // `None`: another request wrote the key under another id meanwhile.
-            if let Some(created_at) = written {
-                endpoint.created_at = created_at.into();
-                if existing.is_some() {
-                    // Its pending messages, if any, go to the new target now.
-                    self.wake.notify_one();
+            match written {
+                RunEndpointWrite::Written(created_at) => {
+                    endpoint.created_at = created_at.into();
+                    if existing.is_some() {
+                        // Its pending messages, if any, go to the new target now.
+                        self.wake.notify_one();
+                    }
+                    return Ok(CreatedRunEndpoint { endpoint, token });
                 }
-                return Ok(CreatedRunEndpoint { endpoint, token });
+                RunEndpointWrite::RunFull => {
+                    return Err(WebhookError::TooManyForRun(MAX_ENDPOINTS_PER_RUN));
+                }
+                RunEndpointWrite::TenantFull => {
+                    return Err(WebhookError::TooManyRunEndpoints(limits.per_tenant));
+                }
+                // Another request wrote the key under another id meanwhile.
+                RunEndpointWrite::Taken => {}
             }
         }
         Err(WebhookError::Store(StoreError::Conflict(
@@ -191,7 +225,13 @@ impl Webhooks {
         run: &RunId,
         key: &str,
     ) -> Result<RunEndpoint, WebhookError> {
-        match self.store.get_run_webhook_endpoint(tenant, run, key).await {
+        // A key no endpoint can have (a NUL, which PostgreSQL cannot even compare) is not
+        // looked up.
+        let found = match checked_key(key) {
+            Ok(()) => self.store.get_run_webhook_endpoint(tenant, run, key).await,
+            Err(_) => Err(StoreError::NotFound),
+        };
+        match found {
             Ok(endpoint) => Ok(endpoint),
             Err(StoreError::NotFound) => {
                 self.existing_run(tenant, run).await?;
@@ -222,11 +262,15 @@ impl Webhooks {
         run: &RunId,
         key: &str,
     ) -> Result<(), WebhookError> {
-        if !self
-            .store
-            .delete_run_webhook_endpoint(tenant, run, key)
-            .await?
-        {
+        let deleted = match checked_key(key) {
+            Ok(()) => {
+                self.store
+                    .delete_run_webhook_endpoint(tenant, run, key)
+                    .await?
+            }
+            Err(_) => false,
+        };
+        if !deleted {
             self.existing_run(tenant, run).await?;
         }
         Ok(())

@@ -2,7 +2,13 @@
 //! endpoint's deliveries one at a time, oldest message first. The lease lives in the
 //! database, so two processes never send to one endpoint at once; a process that dies
 //! mid-attempt leaves its lease to expire, and the message is sent again (same id).
+//!
+//! Fair over tenants: due endpoints are taken round-robin over tenants, and one tenant's
+//! endpoints hold at most `webhooks.max_concurrent_endpoints_per_tenant` of the process's
+//! slots, so a tenant whose receivers are slow (every attempt bounded by
+//! `webhooks.timeout_seconds`) delays only its own deliveries.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,13 +17,37 @@ use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{Webhooks, target};
-use crate::model::EndpointId;
+use crate::model::{EndpointId, TenantId};
 use crate::store::{AttemptOutcome, Outbound};
 
 /// How long an endpoint's lease outlasts the longest attempt.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// The longest reason kept of a failed attempt.
 const MAX_ERROR_CHARS: usize = 200;
+
+/// The process's sending slots, and each tenant's share of them.
+struct Slots {
+    process: Arc<Semaphore>,
+    per_tenant: usize,
+    tenants: HashMap<TenantId, Arc<Semaphore>>,
+}
+
+impl Slots {
+    fn of(&mut self, tenant: &TenantId) -> Arc<Semaphore> {
+        let per_tenant = self.per_tenant;
+        self.tenants
+            .entry(*tenant)
+            .or_insert_with(|| Arc::new(Semaphore::new(per_tenant)))
+            .clone()
+    }
+
+    /// Tenants with nothing in flight need no semaphore kept.
+    fn forget_idle(&mut self) {
+        let per_tenant = self.per_tenant;
+        self.tenants
+            .retain(|_, slots| slots.available_permits() < per_tenant);
+    }
+}
 
 /// How one attempt went.
 struct Attempt {
@@ -42,7 +72,11 @@ impl Webhooks {
     }
 
     async fn run(self: Arc<Self>) {
-        let slots = Arc::new(Semaphore::new(self.settings.max_concurrent_endpoints));
+        let mut slots = Slots {
+            process: Arc::new(Semaphore::new(self.settings.max_concurrent_endpoints)),
+            per_tenant: self.settings.max_concurrent_endpoints_per_tenant,
+            tenants: HashMap::new(),
+        };
         let mut tick = tokio::time::interval(Duration::from_millis(self.settings.poll_interval_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -51,27 +85,29 @@ impl Webhooks {
                 _ = self.wake.notified() => {}
                 _ = tick.tick() => {}
             }
-            if let Err(error) = self.take_due(&slots).await {
+            if let Err(error) = self.take_due(&mut slots).await {
                 tracing::warn!(%error, "cannot look for due webhook deliveries");
             }
         }
     }
 
     /// Leases endpoints with due deliveries while slots are free, a task each.
-    async fn take_due(
-        self: &Arc<Self>,
-        slots: &Arc<Semaphore>,
-    ) -> Result<(), crate::store::StoreError> {
+    async fn take_due(self: &Arc<Self>, slots: &mut Slots) -> Result<(), crate::store::StoreError> {
+        slots.forget_idle();
         loop {
-            let free = slots.available_permits();
+            let free = slots.process.available_permits();
             if free == 0 {
                 return Ok(());
             }
             let due = self.store.due_webhook_endpoints(free as i64 * 2).await?;
             let mut taken = 0;
-            for endpoint in due {
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
+            for (endpoint, tenant) in due {
+                let Ok(slot) = slots.process.clone().try_acquire_owned() else {
                     return Ok(());
+                };
+                // A tenant using all its slots waits; the others go on.
+                let Ok(tenant_slot) = slots.of(&tenant).try_acquire_owned() else {
+                    continue;
                 };
                 if !self
                     .store
@@ -83,7 +119,7 @@ impl Webhooks {
                 taken += 1;
                 let sender = self.clone();
                 self.tracker
-                    .spawn(async move { sender.drain(endpoint, slot).await });
+                    .spawn(async move { sender.drain(endpoint, (slot, tenant_slot)).await });
             }
             if taken == 0 {
                 return Ok(());
@@ -98,7 +134,11 @@ impl Webhooks {
 
     /// Sends the endpoint's due deliveries in order until none is due, one fails, or the
     /// process stops; then gives the lease back.
-    async fn drain(self: Arc<Self>, endpoint: EndpointId, _slot: OwnedSemaphorePermit) {
+    async fn drain(
+        self: Arc<Self>,
+        endpoint: EndpointId,
+        _slots: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+    ) {
         let mut retry_at = None;
         loop {
             if self.stop.is_cancelled() {
@@ -218,7 +258,16 @@ impl Webhooks {
     }
 
     async fn attempt(&self, next: &Outbound) -> Attempt {
-        match self.send(next).await {
+        // The whole attempt, resolving the target's name included, within the timeout.
+        let limit = Duration::from_secs(self.settings.timeout_seconds);
+        let sent = match tokio::time::timeout(limit, self.send(next)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(format!(
+                "timed out after {} seconds",
+                self.settings.timeout_seconds
+            )),
+        };
+        match sent {
             Ok(status) if (200..300).contains(&status) => Attempt {
                 status: Some(status),
                 error: None,

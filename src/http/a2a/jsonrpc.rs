@@ -59,6 +59,18 @@ fn method(name: &str) -> Option<(Method, Version)> {
     })
 }
 
+/// The largest request `id` (a string's bytes, a number's digits) answered with it: every
+/// frame of a stream repeats the id, so a large one would multiply the response.
+pub const MAX_ID_BYTES: usize = 256;
+
+fn id_bytes(id: &Value) -> usize {
+    match id {
+        Value::String(s) => s.len(),
+        Value::Number(n) => n.to_string().len(),
+        _ => 0,
+    }
+}
+
 fn rpc_result(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
@@ -152,6 +164,13 @@ async fn answer(
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let version = header_version.as_ref().copied().unwrap_or(Version::V03);
+    if id_bytes(&id) > MAX_ID_BYTES {
+        let error = A2aError::new(
+            Kind::InvalidRequest,
+            format!("id: must be at most {MAX_ID_BYTES} bytes"),
+        );
+        return rpc_error(&Value::Null, error, version);
+    }
     let valid_id = matches!(id, Value::Null | Value::String(_) | Value::Number(_));
     if request.get("jsonrpc") != Some(&json!("2.0")) || !valid_id {
         let error = A2aError::new(

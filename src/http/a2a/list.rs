@@ -43,7 +43,8 @@ fn decode_token(token: &str) -> Option<RunCursor> {
         .ok()?;
     let (micros, id) = std::str::from_utf8(&raw).ok()?.split_once(':')?;
     Some(RunCursor {
-        updated_at: DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+        updated_at: DateTime::from_timestamp_micros(micros.parse().ok()?)
+            .filter(crate::model::is_storable)?,
         id: id.parse::<RunId>().ok()?,
     })
 }
@@ -69,13 +70,20 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
         };
     let updated_since = match params::string(params, "statusTimestampAfter")? {
         None => None,
-        Some(raw) => Some(
-            DateTime::parse_from_rfc3339(raw)
+        Some(raw) => {
+            let at = DateTime::parse_from_rfc3339(raw)
                 .map_err(|_| {
                     A2aError::invalid("statusTimestampAfter", "must be an RFC 3339 timestamp")
                 })?
-                .with_timezone(&Utc),
-        ),
+                .with_timezone(&Utc);
+            if !crate::model::is_storable(&at) {
+                return Err(A2aError::invalid(
+                    "statusTimestampAfter",
+                    "must be between the years 1 and 9999",
+                ));
+            }
+            Some(at)
+        }
     };
     let mut filter = RunFilter {
         agent: Some(call.agent.name().to_owned()),

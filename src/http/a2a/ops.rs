@@ -86,6 +86,10 @@ impl Call {
                 ));
             }
         };
+        if let Some(config) = &push {
+            // A config that would be refused is refused before any task starts.
+            super::push::check(self, config).await?;
+        }
         let (run, session) = match &message.task_id {
             Some(id) => self.continue_task(id, &message).await?,
             None => self.start_task(message).await?,

@@ -17,7 +17,7 @@ use crate::engine::{
     Authorization, NewRunEndpoint, OutboundMessage, Payload, PayloadFormat, RunEndpoint,
     WebhookError,
 };
-use crate::model::RunStatus;
+use crate::model::{RunId, RunStatus};
 
 /// The payload format of a version: registered with the webhook engine at start-up.
 #[derive(Debug)]
@@ -112,6 +112,9 @@ fn webhook_error(error: WebhookError, task: &str) -> A2aError {
         WebhookError::TooManyForRun(limit) => A2aError::unsupported(format!(
             "a task may have at most {limit} push notification configs"
         )),
+        WebhookError::TooManyRunEndpoints(limit) => A2aError::unsupported(format!(
+            "a tenant may have at most {limit} push notification configs over all its tasks"
+        )),
         other => A2aError::Http(crate::error::ApiError::internal(anyhow::anyhow!(
             other.to_string()
         ))),
@@ -167,9 +170,13 @@ fn config_of<'a>(params: &'a Params, version: Version, task: &'a str) -> Result<
     Ok(named.unwrap_or(task))
 }
 
-/// Registers a config for a task (also from a send's configuration).
-pub async fn register(call: &Call, task: &str, config: &Params) -> Result<Value, A2aError> {
-    let (run, _) = load_task(&call.state, &call.tenant, &call.agent, task).await?;
+/// A config as the webhook engine takes it, for `run` (the key defaults to the task's id).
+fn new_endpoint(
+    call: &Call,
+    run: RunId,
+    task: &str,
+    config: &Params,
+) -> Result<NewRunEndpoint, A2aError> {
     let url = params::required(config, "url")?.to_owned();
     let key = params::string(config, "id")?.unwrap_or(task).to_owned();
     let token = params::string(config, "token")?.map(str::to_owned);
@@ -195,20 +202,36 @@ pub async fn register(call: &Call, task: &str, config: &Params) -> Result<Value,
         }
         Some(_) => return Err(A2aError::invalid("authentication", "must be an object")),
     };
+    Ok(NewRunEndpoint {
+        run,
+        key,
+        url,
+        token,
+        authorization,
+        format: PushFormat::name(call.version).to_owned(),
+    })
+}
+
+/// Refuses a send's config that registering would refuse, before the send starts a task.
+pub async fn check(call: &Call, config: &Params) -> Result<(), A2aError> {
+    // The task's id is not known yet: a placeholder stands for the default key.
+    let placeholder = RunId::generate();
+    let new = new_endpoint(call, placeholder, &placeholder.to_string(), config)?;
+    call.state
+        .webhooks
+        .check_run_endpoint(&call.tenant, &new)
+        .await
+        .map_err(|e| webhook_error(e, "(new)"))
+}
+
+/// Registers a config for a task (also from a send's configuration).
+pub async fn register(call: &Call, task: &str, config: &Params) -> Result<Value, A2aError> {
+    let (run, _) = load_task(&call.state, &call.tenant, &call.agent, task).await?;
+    let new = new_endpoint(call, run.id, task, config)?;
     let created = call
         .state
         .webhooks
-        .create_run_endpoint(
-            &call.tenant,
-            NewRunEndpoint {
-                run: run.id,
-                key,
-                url,
-                token,
-                authorization,
-                format: PushFormat::name(call.version).to_owned(),
-            },
-        )
+        .create_run_endpoint(&call.tenant, new)
         .await
         .map_err(|e| webhook_error(e, task))?;
     Ok(config_json(

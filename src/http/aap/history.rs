@@ -105,13 +105,18 @@ pub async fn get_history(
             session.agent
         )));
     }
-    let mut messages = state
+    let (messages, more) = state
         .store
-        .list_history_page(&tenant, &session.id, kind, offset, i64::from(limit) + 1)
+        .list_history_page_within(
+            &tenant,
+            &session.id,
+            kind,
+            offset,
+            i64::from(limit),
+            state.settings.limits.history_page_bytes,
+        )
         .await?;
-    let more = messages.len() > limit as usize;
-    messages.truncate(limit as usize);
-    let next = more.then(|| pagination::encode(&(offset + i64::from(limit)).to_string()));
+    let next = more.then(|| pagination::encode(&(offset + messages.len() as i64).to_string()));
     let mut response = HttpResponse::Ok();
     if let Some(next) = &next {
         let link = format!(

@@ -1,5 +1,6 @@
 //! `GET /sessions/{id}/parts?glob=…`: the named message parts of a session's history, the
-//! message body's `list(glob)`.
+//! message body's `list(glob)`, a page of the history at a time (`next` names the page
+//! after it: a page may hold no part and still have a next).
 
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,7 @@ use crate::app::AppState;
 use crate::config::HistoryType;
 use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
+use crate::http::history_page::{HistoryPageQuery, next_cursor};
 use crate::http::openapi::schemas as doc;
 use crate::model::{ContentBlock, HistoryMessage, Part, PartGlob};
 
@@ -23,6 +25,9 @@ pub struct PartsQuery {
 #[derive(Serialize, ToSchema)]
 struct PartsResponse {
     parts: Vec<ListedPart>,
+    /// The cursor (`after`) of the next page of the history; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -38,7 +43,7 @@ struct ListedPart {
 
 #[utoipa::path(get, path = "/sessions/{session_id}/parts", tag = "AAP",
     security(("tenant" = [])),
-    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), PartsQuery),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)"), PartsQuery, HistoryPageQuery),
     responses(
         (status = 200, description = "The named parts, in history order", body = PartsResponse),
         (status = 400, description = "A bad glob", body = doc::ErrorBody),
@@ -48,7 +53,9 @@ pub async fn list_parts(
     path: PathSession,
     state: web::Data<AppState>,
     query: Query<PartsQuery>,
+    page: Query<HistoryPageQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let (offset, limit) = page.resolve()?;
     let glob = match query.glob.as_deref() {
         None => None,
         Some(pattern) => Some(
@@ -56,14 +63,23 @@ pub async fn list_parts(
                 .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, format!("glob: {e}")))?,
         ),
     };
-    let history = state
+    let (history, more) = state
         .store
-        .list_history(&path.tenant, &path.session.id, HistoryType::Full)
+        .list_history_page_within(
+            &path.tenant,
+            &path.session.id,
+            HistoryType::Full,
+            offset,
+            limit,
+            state.settings.limits.history_page_bytes,
+        )
         .await?;
+    let next = more.then(|| next_cursor(offset, history.len()));
     let parts = history
         .into_iter()
         .enumerate()
-        .flat_map(|(position, message)| {
+        .flat_map(|(i, message)| {
+            let position = offset as usize + i;
             let role = match &message {
                 HistoryMessage::System { .. } => "system",
                 HistoryMessage::User { .. } => "user",
@@ -93,5 +109,5 @@ pub async fn list_parts(
             _ => true,
         })
         .collect();
-    Ok(HttpResponse::Ok().json(PartsResponse { parts }))
+    Ok(HttpResponse::Ok().json(PartsResponse { parts, next }))
 }

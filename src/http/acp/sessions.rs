@@ -9,7 +9,6 @@ use super::error::AcpError;
 use super::history::history_message;
 use super::wire::{ErrorObject as AcpErrorBody, MessageObject, SessionObject};
 use crate::app::AppState;
-use crate::config::HistoryType;
 use crate::engine::{self, EngineError, SessionRef};
 use crate::error::ApiError;
 use crate::http::TenantAuth;
@@ -84,14 +83,15 @@ pub async fn get_session(
     let session = find_session(&state, &auth.tenant_id, &key)
         .await?
         .ok_or_else(|| AcpError::not_found(format!("Session {key}")))?;
-    let history = state
+    // The URLs need the history's length only, never its messages.
+    let (messages, _) = state
         .store
-        .list_history(&auth.tenant_id, &session.id, HistoryType::Full)
+        .history_size(&auth.tenant_id, &session.id)
         .await?;
     let id = session_uuid(&session);
     let base = crate::http::forwarded::base_url(&req, &state.settings);
     Ok(HttpResponse::Ok().json(SessionObject {
-        history: (0..history.len())
+        history: (0..messages)
             .map(|position| format!("{base}/acp/sessions/{id}/history/{position}"))
             .collect(),
         id,

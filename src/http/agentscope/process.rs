@@ -19,6 +19,7 @@ use crate::engine::{
 use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
+use crate::http::history_page::{HistoryPageQuery, next_cursor};
 use crate::http::openapi::schemas::AgentScopeStream;
 use crate::http::sse::{self, Frame};
 use crate::model::{
@@ -461,39 +462,66 @@ pub async fn response_events(
     Ok(respond(&state, Answer::Stream, turn, identity, events, after).await)
 }
 
-/// `GET /agentscope/sessions/{id}/messages`: a session's full history as AgentScope
-/// messages. `{id}` is the `session_id` the client used, or an agentry session id.
+/// `GET /agentscope/sessions/{id}/messages`: a page of a session's full history as
+/// AgentScope messages (`next` names the page after it). `{id}` is the `session_id` the
+/// client used, or an agentry session id.
 #[utoipa::path(get, path = "/agentscope/sessions/{session_id}/messages", tag = "AgentScope", operation_id = "agentscope_session_messages",
     security(("tenant" = [])),
-    params(("session_id" = String, Path, description = "The client's session key, or an agentry session id")),
+    params(("session_id" = String, Path, description = "The client's session key, or an agentry session id"), HistoryPageQuery),
     responses(
-        (status = 200, description = "The session's full history as AgentScope messages", body = crate::http::openapi::schemas::AgentScopeMessages),
+        (status = 200, description = "A page of the session's full history as AgentScope messages, with `next` when more follow", body = crate::http::openapi::schemas::AgentScopeMessages),
+        (status = 400, description = "A bad `limit` or `after`", body = crate::http::openapi::schemas::ErrorBody),
         (status = 404, description = "No such session of this tenant", body = crate::http::openapi::schemas::ErrorBody),
     ))]
 pub async fn session_messages(
     auth: TenantAuth,
     state: web::Data<AppState>,
     path: web::Path<String>,
+    query: crate::http::Query<HistoryPageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let key = path.into_inner();
+    let (offset, limit) = query.resolve()?;
     let reference = SessionRef::parse(&key).ok_or_else(|| ApiError::not_found("session"))?;
     let session = state
         .engine
         .find_session(&auth.tenant_id, &reference)
         .await?
         .ok_or_else(|| ApiError::not_found("session"))?;
-    let history = state
+    let (history, more) = state
         .store
-        .list_history(&auth.tenant_id, &session.id, HistoryType::Full)
+        .list_history_page_within(
+            &auth.tenant_id,
+            &session.id,
+            HistoryType::Full,
+            offset,
+            limit,
+            state.settings.limits.history_page_bytes,
+        )
         .await?;
     let mut messages = convert::from_history(&history);
-    for (i, message) in messages.iter_mut().enumerate() {
-        message.id = format!("msg_{}_{i}", session.id.hex());
+    // Ids follow history positions (stable from page to page): a message that reads as
+    // several AgentScope messages numbers them after its position.
+    let mut ids = Vec::with_capacity(messages.len());
+    for (i, entry) in history.iter().enumerate() {
+        let position = offset + i as i64;
+        let count = convert::from_history(std::slice::from_ref(entry)).len();
+        let hex = session.id.hex();
+        match count {
+            1 => ids.push(format!("msg_{hex}_{position}")),
+            _ => ids.extend((0..count).map(|k| format!("msg_{hex}_{position}_{k}"))),
+        }
     }
-    Ok(HttpResponse::Ok().json(json!({
+    for (message, id) in messages.iter_mut().zip(ids) {
+        message.id = id;
+    }
+    let mut body = json!({
         "session_id": key,
         "messages": messages,
-    })))
+    });
+    if more {
+        body["next"] = json!(next_cursor(offset, history.len()));
+    }
+    Ok(HttpResponse::Ok().json(body))
 }
 
 #[utoipa::path(get, path = "/agentscope/health", tag = "AgentScope", operation_id = "agentscope_health",
