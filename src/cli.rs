@@ -168,7 +168,16 @@ pub async fn run(cli: Cli) -> i32 {
         return 0;
     }
     match (&cli.command, cli.verbose) {
-        (Command::Serve, _) => telemetry::init(&settings.log, std::io::stderr),
+        (Command::Serve, _) => {
+            if let Err(error) = telemetry::init_with_traces(
+                &settings.log,
+                Some(&settings.telemetry),
+                std::io::stderr,
+            ) {
+                eprintln!("error: {error:#}");
+                return 1;
+            }
+        }
         (_, 0) => {}
         (_, verbose) => {
             let mut log = settings.log.clone();
@@ -182,6 +191,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Admin { command } => admin(settings, command).await,
         Command::Config { .. } => unreachable!("handled above"),
     };
+    crate::traces::shutdown();
     match result {
         Ok(()) => 0,
         Err(error) => {

@@ -15,6 +15,7 @@ pub mod providers;
 pub mod store;
 pub mod telemetry;
 pub mod tools;
+pub mod traces;
 
 pub use app::{App, AppState};
 pub use config::Settings;

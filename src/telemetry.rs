@@ -15,7 +15,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry};
 
-use crate::config::{LogFormat, LogSettings};
+use crate::config::{LogFormat, LogSettings, TelemetrySettings};
 use crate::model::{SessionId, TurnId};
 
 /// Installs the global subscriber writing to `writer`. Request spans are reported when they
@@ -24,26 +24,48 @@ pub fn init<W>(settings: &LogSettings, writer: W)
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
+    let _ = init_with_traces(settings, None, writer);
+}
+
+/// [`init`], and the export of traces `[telemetry]` enables (see [`crate::traces`]).
+pub fn init_with_traces<W>(
+    settings: &LogSettings,
+    telemetry: Option<&TelemetrySettings>,
+    writer: W,
+) -> anyhow::Result<()>
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
     // refinery narrates each run at info (with its own `\n`s); agentry logs what it applied.
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(format!("{},refinery_core=warn", settings.level)))
-        .unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn"));
-    let registry = Registry::default().with(filter);
-    let result = match settings.format {
-        LogFormat::Json => registry
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .json()
-                    .with_current_span(true)
-                    .with_span_list(true)
-                    .with_span_events(FmtSpan::CLOSE)
-                    .with_writer(writer),
-            )
-            .try_init(),
-        LogFormat::Text => registry.with(text_layer(writer)).try_init(),
+        .unwrap_or_else(|_| EnvFilter::new("info,refinery_core=warn"))
+        // The spans of traces alone are never logged.
+        .add_directive(
+            format!("{}=off", crate::traces::TARGET)
+                .parse()
+                .expect("a valid directive"),
+        );
+    let logs: Box<dyn Layer<Registry> + Send + Sync> = match settings.format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_span_events(FmtSpan::CLOSE)
+            .with_writer(writer)
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Text => text_layer(writer).with_filter(filter).boxed(),
+    };
+    let traces = match telemetry {
+        Some(telemetry) => crate::traces::layer::<Registry>(telemetry)?,
+        None => None,
     };
     // A second initialization (tests building several apps) keeps the first subscriber.
-    let _ = result;
+    let mut layers = vec![logs];
+    layers.extend(traces);
+    let _ = Registry::default().with(layers).try_init();
+    Ok(())
 }
 
 /// Names the session the current request (its span declares `session_id`) is about.

@@ -22,6 +22,7 @@ mod quotas;
 mod schema;
 mod secret;
 mod server;
+mod telemetry;
 mod template;
 #[cfg(test)]
 mod tests;
@@ -45,6 +46,7 @@ pub use secret::Secret;
 pub use server::{
     A2aSettings, AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings,
 };
+pub use telemetry::TelemetrySettings;
 pub use template::{option_placeholders, option_references, resolve_env};
 pub use tools::{ToolSettings, ToolsSettings};
 pub use webhooks::WebhooksSettings;
@@ -64,6 +66,7 @@ pub struct Settings {
     pub tools: ToolsSettings,
     pub log: LogSettings,
     pub metrics: MetricsSettings,
+    pub telemetry: TelemetrySettings,
     pub agentscope: AgentScopeSettings,
     pub a2a: A2aSettings,
     pub webhooks: WebhooksSettings,
@@ -295,6 +298,7 @@ impl Settings {
             ));
         }
         self.metrics.validate(&self.server.bind)?;
+        self.telemetry.validate()?;
         if !self.secrets.key.is_empty() {
             parse_key(self.secrets.key.expose())
                 .map_err(|message| ConfigError::new("secrets.key", message))?;

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use futures_util::StreamExt;
+use tracing::Instrument;
 
 use super::assemble::{MessageAssembler, turn_messages};
 use super::call_ids::CallIds;
@@ -330,6 +331,145 @@ async fn record_tool_result(log: &mut TurnLog<'_>, call_id: &str, text: String) 
     .await;
 }
 
+/// A tool call's run in a span of its own: tool, call id, kind (`builtin`, `mcp`), MCP
+/// server, and outcome (`error` when its result is an `Error: …`).
+async fn run_traced_tool(
+    engine: &Engine,
+    turn: &Turn,
+    agent: &Agent,
+    id: &str,
+    name: &str,
+    input: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let (kind, server) = match agent.server_tool(name) {
+        Some((ServerTool::Mcp { server, .. }, _)) => ("mcp", Some(server)),
+        Some((ServerTool::Builtin { .. }, _)) => ("builtin", None),
+        None => ("unknown", None),
+    };
+    let span = tracing::info_span!(
+        target: crate::traces::TARGET,
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {name}"),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = name,
+        gen_ai.tool.call.id = id,
+        gen_ai.tool.type = if kind == "mcp" { "extension" } else { "function" },
+        agentry.tool.kind = kind,
+        agentry.mcp.server = server.as_deref(),
+        agentry.tool.outcome = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
+    let content = run_server_tool(engine, turn, agent, name, input)
+        .instrument(span.clone())
+        .await;
+    if content.starts_with("Error:") {
+        span.record("agentry.tool.outcome", "error");
+        span.record("error.type", "tool_error");
+    } else {
+        span.record("agentry.tool.outcome", "ok");
+    }
+    content
+}
+
+/// The span of one model call (GenAI semantic conventions); the response's attributes are
+/// recorded by [`record_step`].
+fn step_span(agent: &Agent, meter: &Meter<'_>) -> tracing::Span {
+    tracing::info_span!(
+        target: crate::traces::TARGET,
+        "chat",
+        otel.name = %format_args!("chat {}", meter.model),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = meter.provider,
+        gen_ai.agent.name = %agent.settings().name,
+        gen_ai.request.model = %meter.model,
+        gen_ai.response.model = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.response.time_to_first_chunk = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// A model call's outcome on its span.
+fn record_step(
+    span: &tracing::Span,
+    step: &Step,
+    agent: &Agent,
+    options: &std::collections::BTreeMap<String, String>,
+) {
+    if span.is_disabled() {
+        return;
+    }
+    if let Some(model) = &step.response_model {
+        span.record("gen_ai.response.model", model.as_str());
+    }
+    span.record("gen_ai.usage.input_tokens", step.input_tokens);
+    span.record("gen_ai.usage.output_tokens", step.output_tokens);
+    if let Some(first) = step.first_output {
+        span.record("gen_ai.response.time_to_first_chunk", first.as_secs_f64());
+    }
+    if let Some(error) = &step.error {
+        span.record("error.type", error.code.as_str());
+    }
+    crate::traces::set_string_array(
+        span,
+        "gen_ai.response.finish_reasons",
+        vec![finish_reason(step.stop_reason).to_owned()],
+    );
+    if crate::traces::record_content() {
+        let reply = serde_json::to_string(&step.reply).unwrap_or_default();
+        crate::traces::set_string(
+            span,
+            "gen_ai.output.messages",
+            redact_secrets(reply, agent, options),
+        );
+    }
+}
+
+/// The prompt's messages on a model call's span (`telemetry.record_content`).
+fn record_prompt(
+    span: &tracing::Span,
+    agent: &Agent,
+    options: &std::collections::BTreeMap<String, String>,
+    messages: &[std::sync::Arc<HistoryMessage>],
+) {
+    let text = serde_json::to_string(messages).unwrap_or_default();
+    crate::traces::set_string(
+        span,
+        "gen_ai.input.messages",
+        redact_secrets(text, agent, options),
+    );
+}
+
+/// `text` with the values of the session's secret options replaced by `***`.
+fn redact_secrets(
+    mut text: String,
+    agent: &Agent,
+    options: &std::collections::BTreeMap<String, String>,
+) -> String {
+    for (name, value) in options {
+        let secret = agent
+            .option(name)
+            .is_none_or(|o| o.kind == crate::config::OptionKind::Secret);
+        if secret && !value.is_empty() {
+            text = text.replace(value.as_str(), "***");
+        }
+    }
+    text
+}
+
+/// A stop reason as the GenAI conventions name finish reasons.
+fn finish_reason(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::EndTurn => "stop",
+        StopReason::ToolUse => "tool_calls",
+        StopReason::MaxTokens => "length",
+        StopReason::Refusal => "content_filter",
+        StopReason::Error => "error",
+    }
+}
+
 /// What one model call produced.
 struct Step {
     stop_reason: StopReason,
@@ -339,6 +479,12 @@ struct Step {
     reply: Vec<crate::model::Part>,
     /// Input tokens the provider reported for this call (0: none reported).
     input_tokens: u64,
+    /// Output tokens the provider reported for this call.
+    output_tokens: u64,
+    /// The model that answered, as the provider named it.
+    response_model: Option<String>,
+    /// From the call to the model's first output (text, thinking or a tool call).
+    first_output: Option<std::time::Duration>,
 }
 
 /// The agent loop: call the model, resolve its tool calls, call it again, until it answers
@@ -361,7 +507,7 @@ async fn run_steps(
     for permission in permissions {
         let call = &permission.call;
         let content = if permission.granted {
-            run_server_tool(engine, turn, agent, &call.name, &call.input).await
+            run_traced_tool(engine, turn, agent, &call.id, &call.name, &call.input).await
         } else {
             match permission.reason.as_deref().filter(|r| !r.is_empty()) {
                 Some(reason) => format!("Tool call denied: {reason}"),
@@ -442,6 +588,10 @@ async fn run_steps(
         } else {
             0
         };
+        let span = step_span(agent, &meter);
+        if crate::traces::record_content() {
+            record_prompt(&span, agent, &options, &messages);
+        }
         let stream = provider.stream(ModelRequest {
             system_prompt: system_prompt.clone(),
             messages,
@@ -450,7 +600,10 @@ async fn run_steps(
         });
         let call_started = Instant::now();
         let before = outcome.usage;
-        let step = stream_message(stream, control, log, &mut call_ids, &mut outcome.usage).await?;
+        let step = stream_message(stream, control, log, &mut call_ids, &mut outcome.usage)
+            .instrument(span.clone())
+            .await?;
+        record_step(&span, &step, agent, &options);
         meter.record(
             call_started.elapsed(),
             step.error
@@ -499,7 +652,8 @@ async fn run_steps(
                 Resolution::Client | Resolution::NeedsPermission => waiting = true,
                 Resolution::RunNow => {
                     let content =
-                        run_server_tool(engine, turn, agent, &call.name, &call.input).await;
+                        run_traced_tool(engine, turn, agent, &call.id, &call.name, &call.input)
+                            .await;
                     record_tool_result(log, &call.id, content).await;
                 }
                 // Not a tool of this session: say so, so the model can correct itself.
@@ -543,8 +697,12 @@ async fn stream_message(
         calls: Vec::new(),
         reply: Vec::new(),
         input_tokens: 0,
+        output_tokens: 0,
+        response_model: None,
+        first_output: None,
     };
     let mut step_usage = (0, 0);
+    let started = Instant::now();
     loop {
         let next = tokio::select! {
             biased;
@@ -555,8 +713,19 @@ async fn stream_message(
             }
             next = stream.next() => next,
         };
+        if step.first_output.is_none()
+            && matches!(
+                next,
+                Some(Ok(ModelEvent::TextDelta(_)
+                    | ModelEvent::ThinkingDelta(_)
+                    | ModelEvent::ToolCall { .. }))
+            )
+        {
+            step.first_output = Some(started.elapsed());
+        }
         match next {
             None => break,
+            Some(Ok(ModelEvent::ResponseModel(model))) => step.response_model = Some(model),
             Some(Ok(ModelEvent::TextDelta(delta))) => {
                 log.output();
                 message.push_text(&delta);
@@ -606,6 +775,7 @@ async fn stream_message(
     usage.input_tokens += step_usage.0;
     usage.output_tokens += step_usage.1;
     step.input_tokens = step_usage.0;
+    step.output_tokens = step_usage.1;
     step.reply = Content::Blocks(message.blocks().to_vec()).to_parts();
     let history = if message.blocks().is_empty() {
         Vec::new()

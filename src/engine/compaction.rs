@@ -14,6 +14,7 @@ use crate::config::CompactionStrategy;
 use crate::model::{Content, ContentBlock, EventData, HistoryMessage, Session, ToolSpec, Turn};
 use crate::providers::{ModelEvent, ModelRequest, Provider, estimate_tokens};
 use crate::store::Store;
+use tracing::Instrument;
 
 /// The bounds of a session's correction ratio: a few odd reports cannot make the estimate
 /// absurd.
@@ -93,6 +94,14 @@ pub async fn history_for_model(
         .expect("cut is after one message");
     let mut older = view.overlay;
     older.extend(older_tail.iter().map(|(_, m)| m.clone()));
+    // Lives until the compaction is recorded: the summary's model call runs inside it.
+    let span = tracing::info_span!(
+        target: crate::traces::TARGET,
+        "compaction",
+        agentry.compaction.strategy = settings.strategy.as_str(),
+        agentry.compaction.tokens_before = before,
+        agentry.compaction.tokens_after = tracing::field::Empty,
+    );
     let overlay = match settings.strategy {
         CompactionStrategy::None | CompactionStrategy::Window => Vec::new(),
         CompactionStrategy::DropToolResults => older
@@ -106,7 +115,9 @@ pub async fn history_for_model(
             })
             .collect(),
         CompactionStrategy::Summarize => {
-            let summary = summarize(provider, older, options, input.meter).await;
+            let summary = summarize(provider, older, options, input.meter)
+                .instrument(span.clone())
+                .await;
             vec![
                 HistoryMessage::User {
                     content: Content::Text(format!(
@@ -127,6 +138,7 @@ pub async fn history_for_model(
     let mut messages = overlay;
     messages.extend(kept.iter().map(|(_, m)| m.clone()));
     let after = input.tokens(&messages);
+    span.record("agentry.compaction.tokens_after", after);
     let event = EventData::Compaction {
         strategy: settings.strategy,
         tokens_before: before,

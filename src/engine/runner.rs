@@ -632,6 +632,13 @@ impl Engine {
             session_id = %turn.session_id,
             tenant_id = %turn.tenant_id
         );
+        if crate::traces::enabled() {
+            crate::traces::set_string(&span, "gen_ai.operation.name", "invoke_agent".into());
+            crate::traces::set_string(&span, "gen_ai.agent.name", session.agent.clone());
+            if let Some(run) = &turn.run_id {
+                crate::traces::set_string(&span, "run_id", run.to_string());
+            }
+        }
         let engine = self.clone();
         self.tracker.spawn(
             async move {

@@ -375,7 +375,17 @@ impl RootSpanBuilder for RequestSpan {
             client_request_id = tracing::field::Empty,
             status = tracing::field::Empty,
             error = tracing::field::Empty,
+            otel.name = tracing::field::Empty,
+            otel.kind = tracing::field::Empty,
         );
+        // Exported traces name the span by its route; logs without traces stay as they are.
+        if crate::traces::enabled() {
+            let route = route.as_deref().unwrap_or("unmatched");
+            span.record("otel.name", format!("{} {route}", request.method()));
+            span.record("otel.kind", "server");
+            crate::traces::set_string(&span, "http.request.method", request.method().to_string());
+            crate::traces::set_string(&span, "http.route", route.to_owned());
+        }
         let client_id = request
             .headers()
             .get("x-request-id")
@@ -406,6 +416,10 @@ impl RootSpanBuilder for RequestSpan {
             ),
         };
         span.record("status", status.as_u16());
+        if crate::traces::enabled() {
+            use tracing_opentelemetry::OpenTelemetrySpanExt;
+            span.set_attribute("http.response.status_code", i64::from(status.as_u16()));
+        }
         if let Some(error) = error {
             span.record("error", error);
         }

@@ -1,6 +1,7 @@
 //! Prometheus metrics: one registry per application (never a global: tests build many
 //! apps in one process), updated where things happen and rendered as the text exposition
-//! format at `GET /metrics`. A leaf: it knows no other module, callers hand it label values.
+//! format at `GET /metrics`. A leaf: it knows no other module (but the process-wide count of
+//! dropped trace spans), callers hand it label values.
 //!
 //! Label values are bounded: route templates, methods, statuses, configured agents,
 //! providers, models and servers, fixed outcomes. Nothing a client sends becomes a label;
@@ -363,6 +364,20 @@ impl Metrics {
         let mut out = Exposition::new();
         for family in families {
             family.render(&mut out);
+        }
+        let (queue_full, export_failed) = crate::traces::dropped_spans();
+        out.family(
+            "agentry_trace_spans_dropped_total",
+            "Trace spans dropped: the export queue was full, or their export failed.",
+            "counter",
+        );
+        for (reason, count) in [("queue_full", queue_full), ("export_failed", export_failed)] {
+            out.sample(
+                "agentry_trace_spans_dropped_total",
+                &[("reason", reason)],
+                None,
+                &count.to_string(),
+            );
         }
         out.into_string()
     }

@@ -12,6 +12,18 @@ pub enum CompactionStrategy {
     Summarize,
 }
 
+impl CompactionStrategy {
+    /// The strategy's configured name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionStrategy::None => "none",
+            CompactionStrategy::Window => "window",
+            CompactionStrategy::DropToolResults => "drop_tool_results",
+            CompactionStrategy::Summarize => "summarize",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HistoryType {

@@ -182,6 +182,9 @@ impl Provider for AnthropicProvider {
                 match data["type"].as_str().unwrap_or_default() {
                     // Input tokens come first; `message_delta` then reports the output total.
                     "message_start" => {
+                        if let Some(model) = data["message"]["model"].as_str().filter(|m| !m.is_empty()) {
+                            yield ModelEvent::ResponseModel(model.to_owned());
+                        }
                         let usage = &data["message"]["usage"];
                         yield ModelEvent::Usage {
                             input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),

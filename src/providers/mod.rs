@@ -34,6 +34,8 @@ pub struct ModelRequest {
 /// One streamed piece of a model's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
+    /// The model that answers, as the provider names it (for traces).
+    ResponseModel(String),
     ThinkingDelta(String),
     TextDelta(String),
     Usage {

@@ -223,6 +223,7 @@ impl Provider for OpenAiProvider {
             let mut events = response.bytes_stream().eventsource();
             let mut stop = None;
             let mut calls = ToolCallFragments::default();
+            let mut named = false;
             loop {
                 let Some(data) = next_data(&mut events, timeout).await? else {
                     break;
@@ -235,6 +236,10 @@ impl Provider for OpenAiProvider {
                 };
                 if let Some(message) = chunk["error"]["message"].as_str() {
                     Err(fail(summarize(reqwest::StatusCode::OK, &json!({"message": message}).to_string(), &key)))?;
+                }
+                if !named && let Some(model) = chunk["model"].as_str().filter(|m| !m.is_empty()) {
+                    named = true;
+                    yield ModelEvent::ResponseModel(model.to_owned());
                 }
                 let choice = &chunk["choices"][0];
                 let delta = &choice["delta"];

@@ -15,6 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 use super::{Webhooks, target};
 use crate::model::{EndpointId, TenantId};
@@ -258,6 +259,37 @@ impl Webhooks {
     }
 
     async fn attempt(&self, next: &Outbound) -> Attempt {
+        let span = tracing::info_span!(
+            target: crate::traces::TARGET,
+            parent: None,
+            "webhook delivery",
+            otel.kind = "client",
+            tenant_id = %next.tenant_id,
+            agentry.webhook.endpoint_id = %next.endpoint_id,
+            agentry.webhook.message_id = %next.message_id,
+            agentry.webhook.event_type = %next.event_type,
+            agentry.webhook.attempt = next.attempts + 1,
+            http.response.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let attempt = self.attempt_once(next).instrument(span.clone()).await;
+        if let Some(status) = attempt.status {
+            span.record("http.response.status_code", status);
+        }
+        if attempt.error.is_some() {
+            span.record(
+                "error.type",
+                if attempt.status.is_some() {
+                    "http_status"
+                } else {
+                    "request_failed"
+                },
+            );
+        }
+        attempt
+    }
+
+    async fn attempt_once(&self, next: &Outbound) -> Attempt {
         // The whole attempt, resolving the target's name included, within the timeout.
         let limit = Duration::from_secs(self.settings.timeout_seconds);
         let sent = match tokio::time::timeout(limit, self.send(next)).await {
