@@ -247,6 +247,7 @@ impl App {
                 .wrap(from_fn(http::request_limits))
                 .wrap(from_fn(http::cors::cors))
                 .wrap(from_fn(http::observe))
+                .wrap(from_fn(http::trace_header::trace_id_header))
                 .wrap(TracingLogger::<http::RequestSpan>::new())
                 .wrap(from_fn(http::forwarded::strip_untrusted))
                 .app_data(data.clone())

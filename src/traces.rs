@@ -30,7 +30,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::FilterFn;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::config::TelemetrySettings;
+use crate::config::{TelemetrySettings, TraceparentTrust};
 
 /// The `tracing` target of spans that exist for traces alone.
 pub const TARGET: &str = "agentry_trace";
@@ -43,6 +43,8 @@ static DROPPED_EXPORT_FAILED: AtomicU64 = AtomicU64::new(0);
 static RECORD_CONTENT: AtomicBool = AtomicBool::new(false);
 /// Whether spans are exported at all.
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Whose `traceparent` is taken: 0 authenticated callers, 1 all, 2 none.
+static TRUST: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 /// The provider, flushed at shutdown.
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
@@ -57,6 +59,16 @@ pub fn dropped_spans() -> (u64, u64) {
 /// Whether traces are exported.
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
+}
+
+/// Whether a request's `traceparent` is taken (`telemetry.accept_traceparent`), given
+/// whether it carries credentials.
+pub fn trusts_traceparent(with_credentials: bool) -> bool {
+    match TRUST.load(Ordering::Relaxed) {
+        0 => with_credentials,
+        1 => true,
+        _ => false,
+    }
 }
 
 /// Whether model steps carry their prompt and completion.
@@ -121,6 +133,14 @@ where
     let tracer = provider.tracer("agentry");
     let _ = PROVIDER.set(provider);
     RECORD_CONTENT.store(settings.record_content, Ordering::Relaxed);
+    TRUST.store(
+        match settings.accept_traceparent {
+            TraceparentTrust::Authenticated => 0,
+            TraceparentTrust::All => 1,
+            TraceparentTrust::None => 2,
+        },
+        Ordering::Relaxed,
+    );
     ENABLED.store(true, Ordering::Relaxed);
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
@@ -150,6 +170,84 @@ pub fn set_string_array(span: &tracing::Span, key: &'static str, values: Vec<Str
             key,
             opentelemetry::Value::Array(opentelemetry::Array::String(values)),
         );
+    }
+}
+
+/// The W3C `traceparent` of the current span, when it is exported.
+pub fn current_traceparent() -> Option<String> {
+    if !enabled() {
+        return None;
+    }
+    traceparent_of(&tracing::Span::current())
+}
+
+/// The W3C `traceparent` of `span`, when it is exported.
+pub fn traceparent_of(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if span.is_disabled() {
+        return None;
+    }
+    let context = span.context();
+    let span = context.span();
+    let found = span.span_context();
+    found.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            found.trace_id(),
+            found.span_id(),
+            found.trace_flags().to_u8()
+        )
+    })
+}
+
+/// `request` with a `traceparent` header, when there is one to send.
+pub fn propagate(
+    request: reqwest::RequestBuilder,
+    traceparent: Option<&str>,
+) -> reqwest::RequestBuilder {
+    match traceparent {
+        Some(traceparent) => request.header("traceparent", traceparent),
+        None => request,
+    }
+}
+
+/// The trace id of a `traceparent`, if it is one.
+pub fn trace_id_of(traceparent: &str) -> Option<String> {
+    parse_traceparent(traceparent).map(|c| c.trace_id().to_string())
+}
+
+/// A W3C `traceparent` (version 00, or a later one read as 00): its span context.
+pub fn parse_traceparent(value: &str) -> Option<opentelemetry::trace::SpanContext> {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    let mut parts = value.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, n: usize| {
+        s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    if !hex(version, 2) || version == "ff" || !hex(trace, 32) || !hex(span, 16) || !hex(flags, 2) {
+        return None;
+    }
+    if version == "00" && parts.next().is_some() {
+        return None;
+    }
+    let context = SpanContext::new(
+        TraceId::from_hex(trace).ok()?,
+        SpanId::from_hex(span).ok()?,
+        TraceFlags::new(u8::from_str_radix(flags, 16).ok()? & 1),
+        true,
+        TraceState::default(),
+    );
+    context.is_valid().then_some(context)
+}
+
+/// Makes the span of `traceparent` the parent of `span` (before `span` is entered).
+pub fn set_parent(span: &tracing::Span, traceparent: &str) {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if let Some(parent) = parse_traceparent(traceparent) {
+        let _ = span.set_parent(Context::new().with_remote_span_context(parent));
     }
 }
 

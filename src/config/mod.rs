@@ -46,7 +46,7 @@ pub use secret::Secret;
 pub use server::{
     A2aSettings, AgentScopeSettings, DatabaseSettings, LogFormat, LogSettings, ServerSettings,
 };
-pub use telemetry::TelemetrySettings;
+pub use telemetry::{TelemetrySettings, TraceparentTrust};
 pub use template::{option_placeholders, option_references, resolve_env};
 pub use tools::{ToolSettings, ToolsSettings};
 pub use webhooks::WebhooksSettings;

@@ -24,6 +24,20 @@ pub struct TelemetrySettings {
     pub export_timeout_ms: u64,
     /// Whether model steps carry the prompt and the completion as attributes.
     pub record_content: bool,
+    /// Whose `traceparent` header a request's span continues.
+    pub accept_traceparent: TraceparentTrust,
+}
+
+/// Whose incoming W3C `traceparent` becomes the parent of its request's span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceparentTrust {
+    /// Requests that carry credentials (an `Authorization` header).
+    Authenticated,
+    /// Every request.
+    All,
+    /// None: every request starts a trace of its own.
+    None,
 }
 
 impl TelemetrySettings {

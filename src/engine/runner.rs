@@ -469,6 +469,7 @@ impl Engine {
             created_at: crate::model::now(),
             started_at: None,
             finished_at: None,
+            trace_parent: crate::traces::current_traceparent(),
         };
         let input: Vec<HistoryMessage> = request
             .messages
@@ -633,6 +634,10 @@ impl Engine {
             tenant_id = %turn.tenant_id
         );
         if crate::traces::enabled() {
+            // A child of the span that admitted it, wherever and whenever it runs.
+            if let Some(parent) = turn.trace_parent.as_deref() {
+                crate::traces::set_parent(&span, parent);
+            }
             crate::traces::set_string(&span, "gen_ai.operation.name", "invoke_agent".into());
             crate::traces::set_string(&span, "gen_ai.agent.name", session.agent.clone());
             if let Some(run) = &turn.run_id {

@@ -172,6 +172,7 @@ impl Engine {
             created_at: crate::model::now(),
             started_at: None,
             finished_at: None,
+            trace_parent: crate::traces::current_traceparent(),
         };
         let inserted = self
             .store

@@ -25,6 +25,7 @@ pub mod ratelimit;
 mod runs;
 mod sse;
 pub mod streams;
+pub mod trace_header;
 mod usage;
 mod webhooks;
 
@@ -380,6 +381,19 @@ impl RootSpanBuilder for RequestSpan {
         );
         // Exported traces name the span by its route; logs without traces stay as they are.
         if crate::traces::enabled() {
+            // A trusted caller's trace continues here (README "Tracing").
+            if let Some(parent) = request
+                .headers()
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .filter(|_| {
+                    crate::traces::trusts_traceparent(
+                        request.headers().contains_key("authorization"),
+                    )
+                })
+            {
+                crate::traces::set_parent(&span, parent);
+            }
             let route = route.as_deref().unwrap_or("unmatched");
             span.record("otel.name", format!("{} {route}", request.method()));
             span.record("otel.kind", "server");

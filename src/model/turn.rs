@@ -27,6 +27,8 @@ pub struct Turn {
     pub created_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The W3C `traceparent` of the span that admitted the turn, when traces are exported.
+    pub trace_parent: Option<String>,
 }
 
 /// queued → running → completed | failed | cancelled | interrupted.

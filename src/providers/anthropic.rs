@@ -161,11 +161,14 @@ impl Provider for AnthropicProvider {
             if chosen_host {
                 check_chosen_host(&url, allow_private).await?;
             }
+            // Polled inside the model step's span: the provider's request is its child.
+            let traceparent = crate::traces::current_traceparent();
             let request = || {
-                http.post(&url)
+                let call = http.post(&url)
                     .header("x-api-key", &key)
                     .header("anthropic-version", API_VERSION)
-                    .json(&body)
+                    .json(&body);
+                crate::traces::propagate(call, traceparent.as_deref())
             };
             let response = send_with_retries(request, timeout, retries, &key).await?;
             let mut events = response.bytes_stream().eventsource();

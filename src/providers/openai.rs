@@ -214,8 +214,10 @@ impl Provider for OpenAiProvider {
             if chosen_host {
                 check_chosen_host(&url, allow_private).await?;
             }
+            // Polled inside the model step's span: the provider's request is its child.
+            let traceparent = crate::traces::current_traceparent();
             let request = || {
-                let call = http.post(&url).json(&body);
+                let call = crate::traces::propagate(http.post(&url).json(&body), traceparent.as_deref());
                 if key.is_empty() { call } else { call.bearer_auth(&key) }
             };
             let response = send_with_retries(request, timeout, retries, &key).await?;

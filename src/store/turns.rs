@@ -29,6 +29,7 @@ pub(super) struct TurnRow {
     created_at: Stamp,
     started_at: Option<Stamp>,
     finished_at: Option<Stamp>,
+    trace_parent: Option<String>,
 }
 
 impl TryFrom<TurnRow> for Turn {
@@ -56,12 +57,13 @@ impl TryFrom<TurnRow> for Turn {
             created_at: row.created_at.into(),
             started_at: row.started_at.map(|s| s.0),
             finished_at: row.finished_at.map(|s| s.0),
+            trace_parent: row.trace_parent,
         })
     }
 }
 
 pub(super) const TURN_COLUMNS: &str = "id, tenant_id, session_id, run_id, status, stream, stop_reason, error, usage, \
-     idempotency_key, request_hash, first_seq, last_seq, created_at, started_at, finished_at";
+     idempotency_key, request_hash, first_seq, last_seq, created_at, started_at, finished_at, trace_parent";
 
 /// Appends a message to a session's full history at its next position (the compacted
 /// history follows the full one past its overlay).
@@ -232,6 +234,13 @@ impl Store {
             }
             if query.execute(&mut *tx).await?.rows_affected() == 0 {
                 return Err(StoreError::Stale);
+            }
+            if let Some(trace_parent) = &turn.trace_parent {
+                sqlx::query("UPDATE turns SET trace_parent = $2 WHERE id = $1")
+                    .bind(turn.id)
+                    .bind(trace_parent)
+                    .execute(&mut *tx)
+                    .await?;
             }
             if let Some(budget) = limits.tokens {
                 sqlx::query("UPDATE turns SET reserved_tokens = $2 WHERE id = $1")

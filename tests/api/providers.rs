@@ -146,7 +146,7 @@ async fn openai_streams_text_and_thinking_in_all_three_modes_with_options_applie
     );
 
     // What the provider received: the decrypted key, the option-picked model, the
-    // templated system prompt, and the history without thinking.
+    // templated system prompt, the history without thinking, and no traceparent.
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
     let last = &requests[2];
@@ -156,6 +156,8 @@ async fn openai_streams_text_and_thinking_in_all_three_modes_with_options_applie
     );
     assert_eq!(last.body["model"], "big");
     assert_eq!(last.body["stream"], true);
+    // Traces are not exported here: nothing propagates them.
+    assert!(requests.iter().all(|r| r.traceparent.is_none()));
     assert_eq!(
         last.body["messages"],
         json!([

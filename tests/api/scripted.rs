@@ -32,6 +32,7 @@ pub struct Recorded {
     pub authorization: Option<String>,
     pub api_key: Option<String>,
     pub anthropic_version: Option<String>,
+    pub traceparent: Option<String>,
     pub body: Value,
 }
 
@@ -79,6 +80,7 @@ async fn chat(req: HttpRequest, body: Bytes, script: web::Data<Script>) -> HttpR
         authorization: header("authorization"),
         api_key: header("x-api-key"),
         anthropic_version: header("anthropic-version"),
+        traceparent: header("traceparent"),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     });
     script.arrived.notify_waiters();

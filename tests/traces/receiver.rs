@@ -178,6 +178,7 @@ pub fn receiver() -> Arc<Receiver> {
                 export_interval_ms: 50,
                 export_timeout_ms: 5000,
                 record_content: false,
+                accept_traceparent: agentry::config::TraceparentTrust::Authenticated,
             };
             let log = agentry::config::LogSettings {
                 format: agentry::config::LogFormat::Json,

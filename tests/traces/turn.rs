@@ -184,3 +184,111 @@ async fn a_turn_with_a_tool_call_is_one_trace_of_request_turn_steps_and_tool() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_clients_traceparent_is_the_turns_trace_and_reaches_the_provider() {
+    let receiver = receiver();
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_model(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "gpt"}}))
+        .await;
+    script_tool_then_answer(&server);
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let client_span = "00f067aa0ba902b7";
+    let response = app
+        .client
+        .post(app.url(&format!("/sessions/{session}/turns")))
+        .bearer_auth(&token)
+        .header("traceparent", format!("00-{trace}-{client_span}-01"))
+        .json(&json!({"stream": "delta", "messages": [user("hello")]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["agentry-trace-id"], trace);
+    let turn_id = response.headers()["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    crate::sse::SseReader::new(response).until_turn_stop().await;
+
+    // The provider's two calls carried the trace, each from its model step's span.
+    let calls = server.requests();
+    assert_eq!(calls.len(), 2);
+    for call in &calls {
+        let sent = call
+            .traceparent
+            .as_deref()
+            .expect("a traceparent to the provider");
+        assert!(sent.starts_with(&format!("00-{trace}-")), "{sent}");
+    }
+
+    let spans = receiver
+        .wait_for("the client's trace", |spans| {
+            let turn = spans
+                .iter()
+                .find(|s| s.name == "turn" && s.attr("turn_id") == Some(turn_id.as_str()))?;
+            let steps = spans
+                .iter()
+                .filter(|s| s.parent_span_id == turn.span_id && s.name == "chat m")
+                .count();
+            (steps == 2).then(|| spans.to_vec())
+        })
+        .await;
+    let request = find(&spans, |s| {
+        s.trace_id == trace && s.attr("http.route") == Some("/sessions/{session_id}/turns")
+    });
+    assert_eq!(request.len(), 1, "{request:#?}");
+    assert_eq!(request[0].parent_span_id, client_span);
+    let turn = find(&spans, |s| {
+        s.attr("turn_id") == Some(turn_id.as_str()) && s.name == "turn"
+    })[0];
+    assert_eq!(turn.trace_id, trace);
+    assert_eq!(turn.parent_span_id, request[0].span_id);
+    let steps = find(&spans, |s| {
+        s.parent_span_id == turn.span_id && s.name == "chat m"
+    });
+    for call in &calls {
+        let sent = call.traceparent.as_deref().unwrap();
+        assert!(
+            steps
+                .iter()
+                .any(|s| sent == format!("00-{trace}-{}-01", s.span_id)),
+            "{sent} names a model step's span"
+        );
+    }
+
+    // The turn's record names its trace.
+    let read = app
+        .get(&format!("/sessions/{session}/turns/{turn_id}"), &token)
+        .await;
+    assert_eq!(read.body["traceId"], trace, "{}", read.text);
+}
+
+#[tokio::test]
+async fn a_traceparent_without_credentials_is_not_taken() {
+    let receiver = receiver();
+    let app = crate::helpers::spawn_app().await;
+    let trace = "0af7651916cd43dd8448eb211c80319c";
+    let response = app
+        .client
+        .get(app.url("/sessions"))
+        .header("traceparent", format!("00-{trace}-b7ad6b7169203331-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let own = response.headers()["agentry-trace-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(own, trace);
+    receiver
+        .wait_for("the refused request's span", |spans| {
+            spans.iter().find(|s| s.trace_id == own).map(|_| ())
+        })
+        .await;
+    assert!(receiver.spans().iter().all(|s| s.trace_id != trace));
+}

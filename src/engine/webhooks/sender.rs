@@ -334,15 +334,18 @@ impl Webhooks {
             .timeout(Duration::from_secs(self.settings.timeout_seconds))
             .build()
             .map_err(|_| "the request could not be prepared".to_owned())?;
-        let mut request = client
+        let request = client
             .post(target.url)
             .header("content-type", payload.content_type)
             .header(
                 "user-agent",
                 concat!("agentry-webhooks/", env!("CARGO_PKG_VERSION")),
             )
-            .header("webhook-id", &id)
-            .header("webhook-timestamp", timestamp.to_string());
+            .header("webhook-id", &id);
+        // Sent inside the attempt's span: the receiver's work joins its trace.
+        let mut request =
+            crate::traces::propagate(request, crate::traces::current_traceparent().as_deref())
+                .header("webhook-timestamp", timestamp.to_string());
         for (name, value) in payload.headers {
             let header =
                 HeaderName::try_from(name).map_err(|_| format!("`{name}` is not a header name"))?;

@@ -218,6 +218,10 @@ pub struct TurnInfo {
     pub first_seq: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_seq: Option<i64>,
+    /// The OpenTelemetry trace the turn belongs to (32 hex digits), when traces are
+    /// exported (see README "Tracing").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl From<crate::model::Turn> for TurnInfo {
@@ -235,6 +239,10 @@ impl From<crate::model::Turn> for TurnInfo {
             finished_at: turn.finished_at,
             first_seq: turn.first_seq,
             last_seq: turn.last_seq,
+            trace_id: turn
+                .trace_parent
+                .as_deref()
+                .and_then(crate::traces::trace_id_of),
         }
     }
 }
