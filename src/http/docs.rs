@@ -1,9 +1,11 @@
-//! `GET /openapi.json` and `GET /docs`: the API description, and a page that browses it.
-//! The page and its assets are embedded in the binary and reference nothing but this
-//! server (relative URLs), so it works offline and behind a path prefix.
+//! `GET /`: what this server is and where to go; `GET /openapi.json` and `GET /docs`: the
+//! API description, and a page that browses it. The page and its assets are embedded in the
+//! binary and reference nothing but this server (relative URLs, relative redirects), so it
+//! works offline and behind a path prefix.
 
 use actix_web::http::header;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::json;
 
 use super::openapi::{self, schemas as doc};
 use crate::error::ApiError;
@@ -28,6 +30,63 @@ const ASSETS: &[(&str, &str, &str)] = &[
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
      frame-ancestors 'none'";
+
+/// Where to go from here: a browser (asking for HTML) is sent to the console (or, when it
+/// is off, to `/docs`); any other client gets a small JSON index of the server's entry
+/// points.
+#[utoipa::path(get, path = "/", tag = "documentation",
+    responses(
+        (status = 200, description = "The server's name, version and entry points",
+            content_type = "application/json", body = Object,
+            example = json!({"name": "agentry", "version": "0.1.0", "console": "/console/",
+                "docs": "/docs", "openapi": "/openapi.json", "meta": "/meta",
+                "protocols": {"aap": "/", "agentscope": "/agentscope", "acp": "/acp",
+                    "a2a": "/a2a/{agent}"}})),
+        (status = 303, description = "To the console (`Accept: text/html`)",
+            headers(("Location" = String, description = "The console, relative to `/`"))),
+    ))]
+pub async fn get_index(req: HttpRequest, state: web::Data<crate::app::AppState>) -> HttpResponse {
+    let console = &state.settings.console;
+    let console = console
+        .enabled
+        .then(|| format!("{}/", console.path.trim_end_matches('/')));
+    let wants_html = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    if wants_html {
+        let target = console.as_deref().unwrap_or("/docs");
+        return HttpResponse::SeeOther()
+            .insert_header((header::LOCATION, target.trim_start_matches('/')))
+            .finish();
+    }
+    HttpResponse::Ok().json(json!({
+        "name": "agentry",
+        "version": env!("CARGO_PKG_VERSION"),
+        "console": console,
+        "docs": "/docs",
+        "openapi": "/openapi.json",
+        "meta": "/meta",
+        "health": "/healthz",
+        "protocols": {
+            "aap": "/",
+            "agentscope": "/agentscope",
+            "acp": "/acp",
+            "a2a": "/a2a/{agent}",
+        },
+    }))
+}
+
+/// `/docs/` → `/docs`, where the page's relative URLs resolve.
+#[utoipa::path(get, path = "/docs/", tag = "documentation",
+    responses((status = 308, description = "To the page at `/docs`",
+        headers(("Location" = String, description = "`../docs`")))))]
+pub async fn redirect_to_docs() -> HttpResponse {
+    HttpResponse::PermanentRedirect()
+        .insert_header((header::LOCATION, "../docs"))
+        .finish()
+}
 
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", tag = "documentation",

@@ -66,7 +66,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(web::resource("/metrics").get(ops::get_metrics))
         // the API description
         .service(web::resource("/openapi.json").get(docs::get_openapi))
+        .service(web::resource("/").get(docs::get_index))
         .service(web::resource("/docs").get(docs::get_docs))
+        .service(web::resource("/docs/").get(docs::redirect_to_docs))
         .service(web::resource("/docs/{asset}").get(docs::get_docs_asset))
         // authentication
         .service(web::resource("/auth/token").post(login::issue_token))

@@ -56,16 +56,19 @@ pub const METRICS: &str = "metrics";
     info(
         title = "agentry",
         description = "A self-hosted, persistent, multi-tenant agent platform. One set of \
-            sessions speaks AAP v3 (at the root), the AgentScope Agent API (`/agentscope`) and \
-            ACP (`/acp`); `/admin` administers tenants.",
+            sessions speaks AAP v3 (at the root), the AgentScope Agent API (`/agentscope`), \
+            ACP (`/acp`) and A2A 1.0 and 0.3 (`/a2a/{agent}`, its card at \
+            `/a2a/{agent}/.well-known/agent-card.json`); `/admin` administers tenants.",
     ),
     paths(
         ops::healthz,
         ops::readyz,
         ops::get_metrics,
         login::issue_token,
+        docs::get_index,
         docs::get_openapi,
         docs::get_docs,
+        docs::redirect_to_docs,
         docs::get_docs_asset,
         admin::tenants::list_tenants,
         admin::tenants::create_tenant,

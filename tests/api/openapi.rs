@@ -178,6 +178,8 @@ async fn the_document_names_who_may_call_each_route_and_the_headers_it_uses() {
         let op = operation(&document, &method, &path);
         let needs = security(op);
         let public = [
+            "/",
+            "/docs/",
             "/healthz",
             "/readyz",
             "/auth/token",
@@ -960,4 +962,147 @@ async fn webhook_responses_match_the_documented_schemas() {
     let reply = app.delete(&path, &token).await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.text);
     check(&document, "delete", "/webhooks/{endpoint_id}", &reply);
+}
+
+#[tokio::test]
+async fn the_root_sends_browsers_to_the_console_and_answers_clients_with_an_index() {
+    let app = spawn_app().await;
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let browser = no_redirects
+        .get(app.url("/"))
+        .header("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(browser.status(), StatusCode::SEE_OTHER);
+    assert_eq!(browser.headers()["location"], "console/");
+    let followed = app
+        .client
+        .get(app.url("/"))
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(followed.status(), StatusCode::OK);
+    assert!(
+        followed.url().path().ends_with("/console/"),
+        "{}",
+        followed.url()
+    );
+
+    let index = app.request(Method::GET, "/", None, None).await;
+    assert_eq!(index.status, StatusCode::OK, "{}", index.text);
+    assert_eq!(index.body["name"], "agentry");
+    for (key, path) in [
+        ("console", "/console/"),
+        ("docs", "/docs"),
+        ("openapi", "/openapi.json"),
+    ] {
+        assert_eq!(index.body[key], path);
+        let reached = app.client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(reached.status(), StatusCode::OK, "{path}");
+    }
+    assert_eq!(index.body["protocols"]["a2a"], "/a2a/{agent}");
+
+    let without_console = spawn_app_on(
+        Arc::new(TestDb::new().await),
+        "[console]\nenabled = false\n",
+    )
+    .await;
+    let browser = no_redirects
+        .get(without_console.url("/"))
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(browser.status(), StatusCode::SEE_OTHER);
+    assert_eq!(browser.headers()["location"], "docs");
+    let index = without_console.request(Method::GET, "/", None, None).await;
+    assert_eq!(index.body["console"], Value::Null);
+}
+
+#[tokio::test]
+async fn docs_with_a_trailing_slash_leads_to_the_page() {
+    let app = spawn_app().await;
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let slash = no_redirects.get(app.url("/docs/")).send().await.unwrap();
+    assert_eq!(slash.status(), StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(slash.headers()["location"], "../docs");
+    let followed = app.client.get(app.url("/docs/")).send().await.unwrap();
+    assert_eq!(followed.status(), StatusCode::OK);
+    assert_eq!(followed.url().path(), "/docs");
+    assert!(followed.text().await.unwrap().contains("docs/docs.js"));
+}
+
+#[tokio::test]
+async fn the_description_names_every_face_and_describes_sessions_as_the_server_lists_them() {
+    let app = spawn_app().await;
+    let document = document(&app).await;
+    let about = document["info"]["description"].as_str().unwrap();
+    for face in ["AAP", "AgentScope", "ACP", "A2A"] {
+        assert!(about.contains(face), "{face}: {about}");
+    }
+    for (method, path) in [("post", "/sessions"), ("get", "/sessions/{session_id}")] {
+        let op = &document["paths"][path][method];
+        let description = op["description"].as_str().unwrap_or_default();
+        assert!(description.len() > 80, "{method} {path}: {op}");
+    }
+    for path in ["/sessions", "/sessions/{session_id}/turns"] {
+        let op = document["paths"][path]["get"].to_string();
+        assert!(op.contains("newest first"), "{path}: {op}");
+    }
+    assert!(!document.to_string().contains("oldest first, a page"));
+}
+
+/// The `/docs` page at `base` as Chromium leaves it once its script ran.
+fn rendered_docs(base: &str) -> String {
+    let chromium = "/usr/bin/chromium";
+    assert!(
+        std::path::Path::new(chromium).exists(),
+        "{chromium} is missing: install Debian's chromium (apt-get install -y chromium)"
+    );
+    let output = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+        ])
+        .arg(format!("{base}/docs"))
+        .output()
+        .expect("chromium runs");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn the_docs_page_shows_code_as_code_and_no_glyph_a_plain_font_lacks() {
+    let app = spawn_app().await;
+    let base = app.url("");
+    let dom = tokio::task::spawn_blocking(move || rendered_docs(&base))
+        .await
+        .unwrap();
+    assert!(
+        dom.contains("<details class=\"op\""),
+        "the page rendered: {dom}"
+    );
+    assert!(dom.contains("<code>/acp</code>"), "{dom}");
+    assert!(dom.contains("<code>sess_…</code>"), "{dom}");
+    // Every backtick of the document became a code span.
+    let text: String = dom
+        .split('<')
+        .filter_map(|chunk| chunk.split_once('>').map(|(_, text)| text))
+        .collect();
+    assert!(!text.contains('`'), "a backtick shows: {dom}");
+    // Nothing outside the Basic Multilingual Plane (emoji), which plain fonts lack.
+    assert!(
+        dom.chars().all(|c| u32::from(c) <= 0xFFFF),
+        "an emoji in the page"
+    );
 }

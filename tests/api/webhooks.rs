@@ -865,3 +865,82 @@ async fn a_tenant_without_endpoints_pays_no_statement_for_webhooks() {
         assert_eq!(logged_statements(&server, "WITH stopped AS"), 2);
     }
 }
+
+#[tokio::test]
+async fn the_readmes_local_receiver_prints_what_a_local_endpoint_is_sent() {
+    use std::io::{BufRead, BufReader};
+
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let recipe = readme
+        .split("**Trying it on a laptop.**")
+        .nth(1)
+        .expect("README has the local receiver recipe");
+    let code = recipe
+        .split("python3 -c '")
+        .nth(1)
+        .and_then(|rest| rest.split("'\n```").next())
+        .expect("the receiver's one-liner");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let code = code.replace("9000", &port.to_string());
+    let mut receiver = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&code)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let stdout = receiver.stdout.take().unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = line_tx.send(line);
+        }
+    });
+
+    // The two settings the recipe names, as its environment variables set them.
+    let config = format!(
+        "[webhooks]\nallow_http = true\nallow_targets = [\"127.0.0.1:{port}\"]\n\
+         retry_initial_delay_ms = 100\n"
+    );
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
+    let (_, token) = app.new_tenant().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the receiver did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let created = app
+        .post(
+            "/webhooks",
+            &token,
+            json!({"url": format!("http://127.0.0.1:{port}/hook"), "event_types": ["turn.completed"]}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let turn = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("Hi")]}),
+        )
+        .await;
+    assert_eq!(turn.status, StatusCode::OK);
+    let line = tokio::task::spawn_blocking(move || line_rx.recv_timeout(Duration::from_secs(20)))
+        .await
+        .unwrap()
+        .expect("the receiver printed the message");
+    let _ = receiver.kill();
+    let _ = receiver.wait();
+    let (id, body) = line.split_once(' ').unwrap();
+    assert!(id.starts_with("msg_"), "{line}");
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["type"], "turn.completed");
+    assert_eq!(body["data"]["session_id"], session.as_str());
+}

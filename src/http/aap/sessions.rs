@@ -16,6 +16,13 @@ use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
 use crate::model::HistoryMessage;
 
+/// Creates a session of an agent.
+///
+/// The session keeps the agent's configuration (`agent.tools` enabled, with `trust`;
+/// `agent.options`, each omitted one at its default, `secret` ones encrypted and read back
+/// as `"***"`), the client `tools`, and the optional seed `messages` as its history. It does
+/// not run the agent: `POST /sessions/{session_id}/turns` does. Unknown fields are refused,
+/// naming them.
 #[utoipa::path(post, path = "/sessions", tag = "AAP",
     security(("tenant" = [])),
     request_body = CreateSessionRequest,
@@ -51,7 +58,7 @@ pub async fn create_session(
     }))
 }
 
-/// The tenant's sessions, oldest first, a page at a time.
+/// The tenant's sessions, newest first, a page at a time.
 #[utoipa::path(get, path = "/sessions", tag = "AAP",
     security(("tenant" = [])),
     params(ListQuery),
@@ -77,6 +84,11 @@ pub async fn list_sessions(
     Ok(HttpResponse::Ok().json(SessionList { sessions, next }))
 }
 
+/// Reads a session.
+///
+/// Its agent (name, enabled server tools, options with `secret` values as `"***"`), its
+/// client tools and when it was created. The session is the same whichever face made it
+/// (AAP, AgentScope, ACP or A2A).
 #[utoipa::path(get, path = "/sessions/{session_id}", tag = "AAP",
     security(("tenant" = [])),
     params(("session_id" = String, Path, description = "A session id (`sess_…`)")),

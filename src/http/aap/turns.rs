@@ -225,7 +225,7 @@ pub async fn turn_events(
     ))
 }
 
-/// The session's turns, oldest first, a page at a time.
+/// The session's turns, newest first, a page at a time.
 #[utoipa::path(get, path = "/sessions/{session_id}/turns", tag = "AAP",
     security(("tenant" = [])),
     params(("session_id" = String, Path, description = "A session id (`sess_…`)"), ListQuery),

@@ -17,6 +17,15 @@
     return node;
   }
 
+  // Description text with its `code` spans as code; the rest stays text, never markup.
+  function prose(text) {
+    const fragment = document.createDocumentFragment();
+    String(text || "").split(/`([^`]+)`/).forEach((part, i) => {
+      if (part) fragment.append(i % 2 ? el("code", {}, part) : document.createTextNode(part));
+    });
+    return fragment;
+  }
+
   function resolve(ref) {
     return ref.replace(/^#\//, "").split("/").reduce((at, key) => at && at[key], spec);
   }
@@ -45,7 +54,7 @@
       const target = resolve(schema.$ref);
       const inner = new Set(seen); inner.add(name);
       const details = el("details", {}, el("summary", {}, name));
-      if (target && target.description) details.append(el("div", { class: "muted" }, target.description));
+      if (target && target.description) details.append(el("div", { class: "muted" }, prose(target.description)));
       details.append(renderSchema(target, inner));
       box.append(details);
       return box;
@@ -68,7 +77,7 @@
       const table = el("table", {});
       for (const [name, prop] of Object.entries(schema.properties)) {
         const cell = el("td", {}, typeOf(prop));
-        if (prop.description) cell.append(el("div", { class: "muted" }, prop.description));
+        if (prop.description) cell.append(el("div", { class: "muted" }, prose(prop.description)));
         if (prop.$ref || prop.properties || prop.oneOf || prop.allOf || (prop.items && prop.items.$ref)) {
           cell.append(renderSchema(prop.$ref || prop.properties || prop.oneOf || prop.allOf ? prop : prop.items, seen));
         }
@@ -94,27 +103,27 @@
     const summary = el("summary", {},
       el("span", { class: "method " + method }, method),
       el("span", { class: "path" }, path),
-      el("span", { class: "summary" }, op.summary || ""),
-      secured ? el("span", { class: "lock" }, "🔒 " + (op.security || []).flatMap(Object.keys).join(" or ")) : null);
+      el("span", { class: "summary" }, prose(op.summary)),
+      secured ? el("span", { class: "lock" }, "token: " + (op.security || []).flatMap(Object.keys).join(" or ")) : null);
     const body = el("div", { class: "op-body" });
-    if (op.description) body.append(el("p", {}, op.description));
+    if (op.description) body.append(el("p", {}, prose(op.description)));
     if (op.parameters && op.parameters.length) {
       const table = el("table", {}, el("tr", {}, el("th", {}, "parameter"), el("th", {}, "in"), el("th", {}, "type"), el("th", {}, "description")));
       for (const p of op.parameters) {
         table.append(el("tr", {}, el("td", {}, el("code", {}, p.name), p.required ? " *" : ""), el("td", {}, p.in),
-          el("td", {}, typeOf(p.schema)), el("td", {}, p.description || "")));
+          el("td", {}, typeOf(p.schema)), el("td", {}, prose(p.description))));
       }
       body.append(el("h4", {}, "Parameters"), table);
     }
     if (op.requestBody) {
       body.append(el("h4", {}, "Request body" + (op.requestBody.required ? "" : " (optional)")));
-      if (op.requestBody.description) body.append(el("p", { class: "muted" }, op.requestBody.description));
+      if (op.requestBody.description) body.append(el("p", { class: "muted" }, prose(op.requestBody.description)));
       body.append(renderContent(op.requestBody.content));
     }
     body.append(el("h4", {}, "Responses"));
     for (const [status, response] of Object.entries(op.responses || {})) {
       const resolved = response.$ref ? resolve(response.$ref) : response;
-      const row = el("div", {}, el("span", { class: "status" }, status), " ", resolved.description || "");
+      const row = el("div", {}, el("span", { class: "status" }, status), " ", prose(resolved.description));
       if (resolved.headers) {
         row.append(el("div", { class: "muted" }, "headers: " + Object.keys(resolved.headers).join(", ")));
       }
@@ -129,7 +138,7 @@
   function render() {
     document.title = spec.info.title + " API";
     document.getElementById("title").textContent = spec.info.title + " API " + spec.info.version;
-    document.getElementById("description").textContent = spec.info.description || "";
+    document.getElementById("description").replaceChildren(prose(spec.info.description));
     const byTag = new Map((spec.tags || []).map((t) => [t.name, []]));
     for (const [path, item] of Object.entries(spec.paths)) {
       for (const method of METHODS) {
@@ -145,7 +154,7 @@
     for (const [tag, ops] of byTag) {
       if (!ops.length) continue;
       main.append(el("h2", {}, tag));
-      if (tags.get(tag)) main.append(el("p", { class: "muted" }, tags.get(tag)));
+      if (tags.get(tag)) main.append(el("p", { class: "muted" }, prose(tags.get(tag))));
       ops.forEach((op) => main.append(op));
     }
   }

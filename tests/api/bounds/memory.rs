@@ -96,6 +96,10 @@ async fn a_50_mb_session_is_read_a_page_at_a_time_within_a_bound_on_every_route(
             .unwrap();
         assert_eq!(response.status(), StatusCode::OK, "turn {i}");
     }
+    // A fresh process reads it: what the writes left in memory does not hide the reads'.
+    server.terminate();
+    server.wait_exit(Duration::from_secs(30));
+    let server = deployment.start(&[]);
     let pid = server.pid();
     let expected: Vec<String> = (0..turns).map(|i| format!("{i:02}")).collect();
     let texts = |messages: &[Value], field: &str| -> Vec<String> {

@@ -87,6 +87,10 @@ async fn parallel_turns_admit_no_more_than_the_token_budget_allows() {
     let usage = app.get("/usage", &token).await;
     let used = usage.body["input_tokens"].as_u64().unwrap()
         + usage.body["output_tokens"].as_u64().unwrap();
+    eprintln!(
+        "{admitted} of 30 turns admitted, {used} tokens used of a budget of {}",
+        one_turn * 3
+    );
     assert!(admitted >= 1, "some turn fits the budget");
     assert!(
         used <= one_turn * 3 + one_turn,
@@ -181,6 +185,7 @@ async fn parallel_turns_stop_at_the_queued_turns_quota() {
     }))
     .await;
     let taken = replies.iter().filter(|r| r.status.is_success()).count();
+    eprintln!("{taken} of 30 runs taken with 1 running and 2 queued allowed");
     assert!((1..=3).contains(&taken), "{taken} runs taken");
     for refused in replies.iter().filter(|r| !r.status.is_success()) {
         assert_eq!(
