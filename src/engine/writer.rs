@@ -348,6 +348,16 @@ impl WriterTask {
                 self.failed(&append, &error);
                 let _ = reply.send(Err(error));
             }
+            Err(error) if error.is_outage() => {
+                // The commit's outcome is unknown (the connection may have died after the
+                // database took it): a retry could store the same events twice. Every
+                // append fails; each turn's end is written after what is durable of it.
+                tracing::warn!(error = %error, appends = accepted.len(), "event batch failed");
+                for (append, reply) in accepted {
+                    self.failed(&append, &error);
+                    let _ = reply.send(Err(StoreError::Unavailable(error.to_string())));
+                }
+            }
             Err(_) => {
                 // One bad append must not fail the others: commit them one by one.
                 for (append, _) in &accepted {
