@@ -344,7 +344,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
                 .engine
                 .update_tenant(&tenant, None, Some(status))
                 .await
-                .map_err(|e| anyhow::anyhow!(crate::error::ApiError::from(e).message))?;
+                .map_err(|e| anyhow::anyhow!(crate::http::error::ApiError::from(e).message))?;
             print_json(&updated);
         }
         AdminCommand::DeleteTenant { tenant, yes } => {
@@ -358,7 +358,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
                 .engine
                 .delete_tenant(&id)
                 .await
-                .map_err(|e| anyhow::anyhow!(crate::error::ApiError::from(e).message))?;
+                .map_err(|e| anyhow::anyhow!(crate::http::error::ApiError::from(e).message))?;
             print_json(&serde_json::json!({ "deleted": id }));
         }
         AdminCommand::ListTokens { tenant } => {

@@ -4,7 +4,7 @@
 //! suspended or deleted, recovery and shutdown. Faces parse their wire format, call these
 //! operations and render the events; no protocol's state lives outside them.
 
-mod agent_loop;
+mod admission;
 mod assemble;
 mod call_ids;
 mod cluster;
@@ -15,12 +15,21 @@ mod follow;
 mod histories;
 mod input;
 mod lease;
+mod pager;
 mod parts;
 mod quotas;
+mod request;
 mod runner;
 mod runs;
+mod scheduler;
 mod sessions;
 mod tenants;
+mod turn_control;
+mod turn_log;
+mod turn_loop;
+mod turn_task;
+mod turn_tools;
+mod turn_trace;
 mod webhooks;
 mod writer;
 
@@ -30,7 +39,8 @@ pub use follow::Follow;
 pub use input::{InputMessage, PendingCall, split_input};
 pub use parts::file_url;
 pub use quotas::QuotaBook;
-pub use runner::{Engine, StartedTurn, TurnRequest, scoped_key, unscoped_key};
+pub use request::{StartedTurn, TurnRequest, scoped_key, unscoped_key};
+pub use runner::Engine;
 pub use runs::CANCELLED_CALL;
 pub use sessions::{REDACTED, SessionRef, SessionView, open_secret_options, redact, session_uuid};
 pub use webhooks::{

@@ -8,7 +8,7 @@ use tracing_actix_web::RootSpan;
 
 use crate::app::AppState;
 use crate::auth::Principal;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::ratelimit::QuotaHolder;
 use crate::model::{Quota, TenantId};
 use crate::store::AuthState;
@@ -158,7 +158,7 @@ mod proptests {
     use proptest::prelude::*;
 
     use super::bearer_token;
-    use crate::error::ErrorCode;
+    use crate::http::error::ErrorCode;
 
     fn with_authorization(value: &str) -> actix_web::HttpRequest {
         TestRequest::default()

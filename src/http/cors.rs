@@ -11,7 +11,7 @@ use actix_web::middleware::Next;
 use actix_web::{HttpResponse, ResponseError, web};
 
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 
 /// Methods the API answers.
 const METHODS: &str = "GET, POST, PUT, PATCH, DELETE, OPTIONS";

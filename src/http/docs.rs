@@ -8,7 +8,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use super::openapi::{self, schemas as doc};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 const PAGE: &str = include_str!("docs/index.html");
 

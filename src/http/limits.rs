@@ -16,7 +16,7 @@ use actix_web::{HttpMessage, ResponseError, web};
 use futures_util::StreamExt;
 
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 
 /// Largest request head (header names and values) answered by the application. The HTTP
 /// layer itself refuses heads over 128 KiB with a bare `431` before any application code

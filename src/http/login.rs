@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::AppState;
 use crate::auth;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 
 #[derive(Deserialize)]

@@ -11,6 +11,7 @@ mod console;
 pub mod cors;
 mod cursor;
 mod docs;
+pub mod error;
 mod files;
 pub mod forwarded;
 mod frame_id;
@@ -38,7 +39,7 @@ use tracing::Span;
 use tracing_actix_web::RootSpanBuilder;
 
 use crate::config::Settings;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 
 pub use body::{Query, parse_json, parse_optional_json};
 pub use caller::{AdminAuth, TenantAuth, authenticate};

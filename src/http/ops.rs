@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::app::AppState;
 use crate::crypto;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 
 /// The process is up.
@@ -43,7 +43,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
                 _ => "the database does not take writes",
             };
             Err(ApiError::new(ErrorCode::DatabaseUnavailable, message)
-                .retry_after(crate::error::DATABASE_RETRY_AFTER))
+                .retry_after(crate::http::error::DATABASE_RETRY_AFTER))
         }
     }
 }

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
 use crate::http::TenantAuth;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination;
 use crate::model::{RunId, RunStatus, SessionId};

@@ -21,7 +21,7 @@ use actix_web::{ResponseError, web};
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::config::LimitsSettings;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::model::TenantId;
 
 /// How long a refused client is asked to wait.

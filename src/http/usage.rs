@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::body::Rfc3339;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 use crate::model::{Quota, TenantId};
 use crate::store::{DayUsage, UsageTotals};

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::app::AppState;
 use crate::engine::{EndpointPatch, NewEndpoint, WebhookError};
-use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TenantAuth, parse_json};
 use crate::model::{Endpoint, EndpointId, MessageId, TenantId, WebhookDelivery};

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::error::A2aError;
 use crate::agents::Agent;
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// How clients answer an input-required task (documented in README.md).
 pub const INPUT_EXTENSION: &str = "urn:agentry:a2a:input-required:v1";

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::version::Version;
 use crate::engine::EngineError;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::model::FieldError;
 use crate::store::StoreError;
 

@@ -13,8 +13,8 @@ use super::params::{self, Params};
 use super::version::Version;
 use super::{card, media, push, sse};
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 
 /// A method: the operation, and the version whose names it uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,9 +129,9 @@ async fn answer(
         Err(error) => {
             let status = error.as_response_error().status_code();
             let code = if status == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE {
-                crate::error::ErrorCode::PayloadTooLarge
+                crate::http::error::ErrorCode::PayloadTooLarge
             } else {
-                crate::error::ErrorCode::InvalidJson
+                crate::http::error::ErrorCode::InvalidJson
             };
             return A2aError::Http(ApiError::new(
                 code,

@@ -115,7 +115,7 @@ fn webhook_error(error: WebhookError, task: &str) -> A2aError {
         WebhookError::TooManyRunEndpoints(limit) => A2aError::unsupported(format!(
             "a tenant may have at most {limit} push notification configs over all its tasks"
         )),
-        other => A2aError::Http(crate::error::ApiError::internal(anyhow::anyhow!(
+        other => A2aError::Http(crate::http::error::ApiError::internal(anyhow::anyhow!(
             other.to_string()
         ))),
     }

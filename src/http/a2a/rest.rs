@@ -12,8 +12,8 @@ use super::params::{self, Params};
 use super::version::Version;
 use super::{card, media, push, sse};
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::http::openapi::schemas as doc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,9 +60,9 @@ fn body_object(body: Result<web::Bytes, actix_web::Error>) -> Result<Params, A2a
         let code = if e.as_response_error().status_code()
             == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE
         {
-            crate::error::ErrorCode::PayloadTooLarge
+            crate::http::error::ErrorCode::PayloadTooLarge
         } else {
-            crate::error::ErrorCode::InvalidJson
+            crate::http::error::ErrorCode::InvalidJson
         };
         A2aError::Http(ApiError::new(
             code,

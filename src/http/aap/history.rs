@@ -11,8 +11,8 @@ use super::PathSession;
 use super::wire::{HistoryResponse, aap_history};
 use crate::app::AppState;
 use crate::config::HistoryType;
-use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination;
 

@@ -11,9 +11,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::session_id;
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::Query;
 use crate::http::TenantAuth;
+use crate::http::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::openapi::schemas as doc;
 use crate::model::{Event, TurnId};
 use crate::store::Deltas;

@@ -8,7 +8,7 @@ use crate::agents::Agent;
 use crate::app::AppState;
 use crate::config::{ImageInput, OptionKind};
 use crate::engine::REDACTED;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::http::openapi::schemas as doc;
 
 /// The agents this server hosts. Public unless `auth.public_meta` is false, then it takes a

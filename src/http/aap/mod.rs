@@ -16,8 +16,8 @@ use futures_util::future::LocalBoxFuture;
 
 use crate::app::AppState;
 use crate::engine::SessionRef;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::model::{Session, SessionId, TenantId};
 
 /// Parses a session id from the path; one that cannot exist is simply not found.

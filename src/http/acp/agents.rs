@@ -14,8 +14,8 @@ use super::wire::{
 use crate::agents::Agent;
 use crate::app::AppState;
 use crate::config::SchemaPartSettings;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 
 #[utoipa::path(get, path = "/acp/ping", tag = "ACP", operation_id = "acp_ping",
     security(("tenant" = [])),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::wire::ErrorObject;
 use crate::engine::EngineError;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::model::{FieldError, QuotaExceeded};
 use crate::store::StoreError;
 

@@ -14,8 +14,8 @@ use super::wire::{ErrorObject as AcpErrorBody, RunObject, RunStatus};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{EngineError, InputMessage, PendingCall, TurnRequest};
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::model::{Content, ContentBlock, ContentEncoding, Part, StreamMode};
 
 /// `POST /acp/runs/{id}`: answers an awaiting run's calls in a new turn of the run.

@@ -10,8 +10,8 @@ use super::history::history_message;
 use super::wire::{ErrorObject as AcpErrorBody, MessageObject, SessionObject};
 use crate::app::AppState;
 use crate::engine::{self, EngineError, SessionRef};
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::model::{Session, TenantId};
 
 /// The session's id on this face: its alias when that is a UUID, else its id as one.

@@ -7,7 +7,7 @@ pub mod tokens;
 pub mod usage;
 pub mod webhooks;
 
-use crate::error::{ApiError, OrNotFound};
+use crate::http::error::{ApiError, OrNotFound};
 use crate::model::TenantId;
 
 /// Parses a tenant id from the path; one that cannot exist is simply not found.

@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::AdminAuth;
+use crate::http::error::ApiError;
 use crate::model::{QuotaOverrides, TenantId};
 
 #[derive(Serialize)]

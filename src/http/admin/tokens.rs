@@ -6,8 +6,8 @@ use serde::Deserialize;
 use super::existing_tenant;
 use crate::app::AppState;
 use crate::auth;
-use crate::error::{ApiError, OrNotFound};
 use crate::http::AdminAuth;
+use crate::http::error::{ApiError, OrNotFound};
 use crate::http::parse_optional_json;
 use crate::model::TokenId;
 

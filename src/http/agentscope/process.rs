@@ -16,9 +16,9 @@ use crate::config::HistoryType;
 use crate::engine::{
     EngineError, Follow, SessionRef, TurnRequest, scoped_key, split_input, unscoped_key,
 };
-use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
+use crate::http::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::history_page::{HistoryPageQuery, next_cursor};
 use crate::http::openapi::schemas::AgentScopeStream;
 use crate::http::sse::{self, Frame};
@@ -275,7 +275,7 @@ fn choose_agent(
         return match state.agents.get(&name) {
             Some(_) => Ok(Some(name)),
             None => Err(ApiError::new(
-                crate::error::ErrorCode::NotFound,
+                crate::http::error::ErrorCode::NotFound,
                 format!("agent `{name}` not found; {}", state.agents.listed()),
             )),
         };

@@ -236,7 +236,7 @@ impl ResponseError for ApiError {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
         if let Some(refusal) = &self.quota {
-            crate::http::ratelimit::insert_refusal_headers(&mut response, refusal);
+            super::ratelimit::insert_refusal_headers(&mut response, refusal);
         }
         response.json(ErrorBody {
             error: ErrorObject {
