@@ -18,6 +18,7 @@ mod lease;
 mod pager;
 mod parts;
 mod quotas;
+mod reads;
 mod request;
 mod runner;
 mod runs;
@@ -33,6 +34,12 @@ mod turn_trace;
 mod webhooks;
 mod writer;
 
+/// The store's values faces see through the engine's API: how a read gives deltas, pages
+/// and keyset cursors, usage rows, and the store's error (an outage is told apart by kind).
+pub use crate::store::{
+    DayUsage, Deltas, ListedRun, Page, RunCursor, RunFilter, RunMessage, StoreError, UsageTotals,
+    with_call_budget,
+};
 pub use assemble::{MessageAssembler, turn_messages};
 pub use error::EngineError;
 pub use follow::Follow;

@@ -53,7 +53,7 @@ pub async fn cors(
     };
     let allow = req
         .app_data::<web::Data<AppState>>()
-        .and_then(|state| allowed(&state.settings.server.cors_allowed_origins, &origin));
+        .and_then(|state| allowed(&state.settings().server.cors_allowed_origins, &origin));
     let preflight = req.method() == Method::OPTIONS
         && req
             .headers()

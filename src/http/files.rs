@@ -23,7 +23,7 @@ pub async fn get_file(
 ) -> Result<HttpResponse, ApiError> {
     let id: FileId = path.parse().map_err(|_| ApiError::not_found("file"))?;
     let file = state
-        .store
+        .engine()
         .get_file(&auth.tenant_id, &id)
         .await
         .or_not_found("file")?;

@@ -42,7 +42,7 @@ pub async fn request_limits(
     let timeout = req
         .app_data::<web::Data<AppState>>()
         .map_or(Duration::from_secs(30), |state| {
-            Duration::from_secs(state.settings.server.body_read_timeout_seconds)
+            Duration::from_secs(state.settings().server.body_read_timeout_seconds)
         });
     let timed_out = Arc::new(AtomicBool::new(false));
     let payload = req.take_payload();

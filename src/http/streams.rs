@@ -205,8 +205,8 @@ pub async fn limit_streams(
         // The handler refuses it as it does any other.
         _ => return Ok(next.call(req).await?.map_into_boxed_body()),
     };
-    let address = super::forwarded::client_ip(req.request(), &state.settings);
-    let slot = match state.streams.open(tenant, address) {
+    let address = super::forwarded::client_ip(req.request(), state.settings());
+    let slot = match state.streams().open(tenant, address) {
         Ok(slot) => slot,
         Err(full) => {
             let response = refusal(full).error_response();

@@ -156,7 +156,7 @@ fn card_response(req: &HttpRequest, card: &Value) -> HttpResponse {
 
 pub fn agent_for(state: &AppState, name: &str) -> Result<std::sync::Arc<Agent>, A2aError> {
     state
-        .agents
+        .agents()
         .get(name)
         .cloned()
         .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))
@@ -177,10 +177,10 @@ pub async fn get_agent_card(
     req: HttpRequest,
 ) -> Result<HttpResponse, A2aError> {
     let agent = agent_for(&state, &path)?;
-    let base = crate::http::forwarded::base_url(&req, &state.settings);
+    let base = crate::http::forwarded::base_url(&req, state.settings());
     Ok(card_response(
         &req,
-        &card(&agent, &base, state.settings.a2a.card_v03_fields),
+        &card(&agent, &base, state.settings().a2a.card_v03_fields),
     ))
 }
 
@@ -196,16 +196,16 @@ pub async fn get_default_card(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, A2aError> {
-    let name = &state.settings.a2a.default_agent;
+    let name = &state.settings().a2a.default_agent;
     let agent = if name.is_empty() {
-        state.agents.iter().next().cloned()
+        state.agents().iter().next().cloned()
     } else {
-        state.agents.get(name).cloned()
+        state.agents().get(name).cloned()
     }
     .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))?;
-    let base = crate::http::forwarded::base_url(&req, &state.settings);
+    let base = crate::http::forwarded::base_url(&req, state.settings());
     Ok(card_response(
         &req,
-        &card(&agent, &base, state.settings.a2a.card_v03_fields),
+        &card(&agent, &base, state.settings().a2a.card_v03_fields),
     ))
 }

@@ -214,7 +214,7 @@ async fn answer(
         agent,
         version,
     };
-    let base = crate::http::forwarded::base_url(&req, &state.settings);
+    let base = crate::http::forwarded::base_url(&req, state.settings());
     let reply = dispatch(&call, method, &params, &req, &base).await;
     match reply {
         Ok(Reply::Json(result)) => HttpResponse::Ok().json(rpc_result(&id, result)),
@@ -252,7 +252,7 @@ async fn dispatch(
             Reply::Json(card::card(
                 &call.agent,
                 base,
-                call.state.settings.a2a.card_v03_fields,
+                call.state.settings().a2a.card_v03_fields,
             ))
         }
     })

@@ -129,11 +129,11 @@ async fn execute_op(
         Op::PushDelete => Reply::Json(push::delete(&call, &params).await?),
         Op::ExtendedCard => {
             params::check_tenant(&params, &call.tenant)?;
-            let base = crate::http::forwarded::base_url(&req, &state.settings);
+            let base = crate::http::forwarded::base_url(&req, state.settings());
             Reply::Json(card::card(
                 &call.agent,
                 &base,
-                state.settings.a2a.card_v03_fields,
+                state.settings().a2a.card_v03_fields,
             ))
         }
     };

@@ -56,7 +56,7 @@ pub async fn get_history(
         .into_iter()
         .filter(|kind| {
             state
-                .agents
+                .agents()
                 .get(&path.session.agent)
                 .is_some_and(|agent| agent.declares_history(*kind))
         })
@@ -95,7 +95,7 @@ pub async fn get_history(
     };
     let PathSession { tenant, session } = path;
     let declared = state
-        .agents
+        .agents()
         .get(&session.agent)
         .is_some_and(|agent| agent.declares_history(kind));
     if !declared {
@@ -106,14 +106,14 @@ pub async fn get_history(
         )));
     }
     let (messages, more) = state
-        .store
-        .list_history_page_within(
+        .engine()
+        .history_page(
             &tenant,
             &session.id,
             kind,
             offset,
             i64::from(limit),
-            state.settings.limits.history_page_bytes,
+            state.settings().limits.history_page_bytes,
         )
         .await?;
     let next = more.then(|| pagination::encode(&(offset + messages.len() as i64).to_string()));

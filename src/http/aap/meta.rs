@@ -24,10 +24,10 @@ pub async fn get_meta(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    if !state.settings.auth.public_meta {
+    if !state.settings().auth.public_meta {
         crate::http::authenticate(&state, &req).await?;
     }
-    let agents = state.agents.iter().map(|a| agent_info(a)).collect();
+    let agents = state.agents().iter().map(|a| agent_info(a)).collect();
     Ok(HttpResponse::Ok().json(MetaResponse { version: 3, agents }))
 }
 

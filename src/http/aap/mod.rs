@@ -53,7 +53,7 @@ impl FromRequest for PathSession {
             let tenant = auth.await?.tenant_id;
             let id = session_id(&raw)?;
             let session = state
-                .engine
+                .engine()
                 .find_session(&tenant, &SessionRef::Id(id))
                 .await?
                 .ok_or_else(|| ApiError::not_found("session"))?;

@@ -64,14 +64,14 @@ pub async fn list_parts(
         ),
     };
     let (history, more) = state
-        .store
-        .list_history_page_within(
+        .engine()
+        .history_page(
             &path.tenant,
             &path.session.id,
             HistoryType::Full,
             offset,
             limit,
-            state.settings.limits.history_page_bytes,
+            state.settings().limits.history_page_bytes,
         )
         .await?;
     let next = more.then(|| next_cursor(offset, history.len()));

@@ -49,7 +49,7 @@ pub async fn create_session(
         client_tools: request.tools,
     };
     let session = state
-        .engine
+        .engine()
         .create_session(&auth.tenant_id, &request.agent.name, config, seed)
         .await?;
     tracing::info!(session_id = %session.id, agent = %session.agent, "session created");
@@ -73,7 +73,7 @@ pub async fn list_sessions(
 ) -> Result<HttpResponse, ApiError> {
     let cursor = query.cursor()?;
     let (sessions, more) = state
-        .store
+        .engine()
         .list_sessions(&auth.tenant_id, cursor.page())
         .await?;
     let next = next_cursor(&sessions, more, |s| s.id.to_string());
@@ -114,7 +114,7 @@ pub async fn delete_session(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = session_id(&path)?;
-    state.engine.delete_session(&auth.tenant_id, &id).await?;
+    state.engine().delete_session(&auth.tenant_id, &id).await?;
     tracing::info!(session_id = %id, "session deleted");
     Ok(HttpResponse::NoContent().finish())
 }

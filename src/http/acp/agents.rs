@@ -33,7 +33,7 @@ pub async fn list_agents(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AcpError> {
     auth?;
-    let agents: Vec<AgentManifest> = state.agents.iter().map(|a| manifest(a)).collect();
+    let agents: Vec<AgentManifest> = state.agents().iter().map(|a| manifest(a)).collect();
     Ok(HttpResponse::Ok().json(AgentList { agents }))
 }
 
@@ -51,10 +51,9 @@ pub async fn get_agent(
 ) -> Result<HttpResponse, AcpError> {
     auth?;
     let name = path.into_inner();
-    let agent = state
-        .agents
-        .get(&name)
-        .ok_or_else(|| AcpError::not_found(format!("Agent {name}")).hint(&state.agents.listed()))?;
+    let agent = state.agents().get(&name).ok_or_else(|| {
+        AcpError::not_found(format!("Agent {name}")).hint(&state.agents().listed())
+    })?;
     Ok(HttpResponse::Ok().json(manifest(agent)))
 }
 

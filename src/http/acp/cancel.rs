@@ -28,7 +28,7 @@ pub async fn cancel_run(
 ) -> Result<HttpResponse, AcpError> {
     let tenant = auth?.tenant_id;
     let run = load_run(&state, &tenant, &path).await?;
-    let run = match state.engine.cancel_run(&tenant, &run.id).await {
+    let run = match state.engine().cancel_run(&tenant, &run.id).await {
         Ok(run) => run,
         Err(EngineError::RunEnded(status)) => {
             return Err(AcpError::forbidden(

@@ -75,21 +75,21 @@ pub async fn resume_run(
         return Err(not_awaiting(run.status));
     }
     let session = state
-        .store
+        .engine()
         .get_session(&tenant, &run.session_id)
         .await
         .map_err(AcpError::from)?;
     let agent = state
-        .agents
+        .agents()
         .get(&session.agent)
         .ok_or_else(|| AcpError::from(EngineError::AgentUnavailable))?;
     let pending = state
-        .engine
+        .engine()
         .pending_tool_calls(&tenant, &run.session_id)
         .await?;
     let answers = parse_resume(message, &pending, |name| agent.has_server_tool(name))?;
     let (run, started) = state
-        .engine
+        .engine()
         .resume_run(
             &tenant,
             &run.id,

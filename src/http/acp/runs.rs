@@ -108,8 +108,8 @@ pub async fn create_run(
     let request = parse_body(body)?;
     let agent_name = optional_str(&request, "agent_name", "agent_name")?
         .ok_or_else(|| AcpError::invalid("agent_name", "is required"))?;
-    let agent = state.agents.get(agent_name).ok_or_else(|| {
-        AcpError::not_found(format!("Agent {agent_name}")).hint(&state.agents.listed())
+    let agent = state.agents().get(agent_name).ok_or_else(|| {
+        AcpError::not_found(format!("Agent {agent_name}")).hint(&state.agents().listed())
     })?;
     let mode = parse_mode(&request)?;
     let session_id = optional_str(&request, "session_id", "session_id")?;
@@ -137,7 +137,7 @@ pub async fn create_run(
     let session = match session_id.or(forwarded) {
         Some(key) => session_for_run(&state, &tenant, key, agent.name()).await?,
         None => state
-            .engine
+            .engine()
             .create_session(
                 &tenant,
                 agent.name(),
@@ -157,7 +157,7 @@ pub async fn create_run(
         ));
     }
     let (run, started) = state
-        .engine
+        .engine()
         .start_run(
             &tenant,
             &session.id,
@@ -204,11 +204,11 @@ pub(super) async fn respond(
         Mode::Sync => {
             // Until the turn stops: completed, failed, cancelled or awaiting.
             state
-                .engine
+                .engine()
                 .follow_started(started)
                 .for_each(|_| async {})
                 .await;
-            let run = state.engine.get_run(&run.tenant_id, &run.id).await?;
+            let run = state.engine().get_run(&run.tenant_id, &run.id).await?;
             let (renderer, _) = replay(state, &run).await?;
             Ok(HttpResponse::Ok().json(renderer.run()))
         }
