@@ -110,10 +110,9 @@ impl Engine {
             return Ok(StartedTurn::replay(earlier));
         }
         let agent = self
-            .agents
-            .get(&session.agent)
-            .ok_or(EngineError::AgentUnavailable)?
-            .clone();
+            .agent_of(&session)
+            .await?
+            .ok_or(EngineError::AgentUnavailable)?;
         for (i, message) in request.messages.iter().enumerate() {
             if let InputMessage::User { content } | InputMessage::ToolResult { content, .. } =
                 message
@@ -150,7 +149,7 @@ impl Engine {
                 _ => None,
             })
             .collect();
-        let updated = self.apply_overrides(&session, &request.agent)?;
+        let updated = self.apply_overrides(&agent, &session, &request.agent)?;
         super::parts::store_large_parts(
             &self.store,
             tenant,
@@ -432,6 +431,7 @@ impl Engine {
     /// The session as the turn's overrides leave it, or `None` if they change nothing.
     fn apply_overrides(
         &self,
+        agent: &crate::agents::Agent,
         session: &Session,
         overrides: &SessionConfigRequest,
     ) -> Result<Option<Session>, EngineError> {
@@ -441,10 +441,6 @@ impl Engine {
         {
             return Ok(None);
         }
-        let agent = self
-            .agents
-            .get(&session.agent)
-            .ok_or(EngineError::AgentUnavailable)?;
         let mut updated = session.clone();
         if let Some(tools) = &overrides.server_tools {
             agent.check_server_tools(tools)?;

@@ -7,6 +7,7 @@
 mod admission;
 mod assemble;
 mod call_ids;
+mod catalog;
 mod cluster;
 mod compaction;
 mod error;
@@ -41,6 +42,7 @@ pub use crate::store::{
     with_call_budget,
 };
 pub use assemble::{MessageAssembler, turn_messages};
+pub use catalog::{AgentError, AgentWithVersion, TenantAgentPolicy};
 pub use error::EngineError;
 pub use follow::Follow;
 pub use input::{InputMessage, PendingCall, split_input};

@@ -27,7 +27,7 @@ use crate::store::{Backend, Store, StoreError};
 #[derive(Debug)]
 pub struct Engine {
     pub(super) store: Store,
-    pub(super) agents: Agents,
+    pub(super) catalog: super::catalog::Catalog,
     pub(super) secrets: SecretBox,
     pub(super) writer: EventWriter,
     pub(super) http: reqwest::Client,
@@ -81,6 +81,7 @@ impl Engine {
         quotas: crate::model::QuotaDefaults,
         metrics: Arc<Metrics>,
         limits: crate::config::LimitsSettings,
+        tenant_agents: super::catalog::TenantAgentPolicy,
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer, metrics.clone()));
         let process = ProcessId::generate();
@@ -106,7 +107,7 @@ impl Engine {
         Arc::new(Engine {
             quotas: super::quotas::QuotaBook::new(store.clone(), quotas),
             store,
-            agents,
+            catalog: super::catalog::Catalog::new(agents, tenant_agents, mcp.clone()),
             secrets,
             writer,
             http: crate::providers::http_client(),

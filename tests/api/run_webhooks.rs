@@ -373,7 +373,7 @@ async fn a_generated_token_is_returned_once_signs_and_is_never_shown_again() {
     assert_eq!(hook.authorization, "Basic dXNlcjpwYXNzd29yZA==");
 
     // Read back: no token, no credentials, anywhere.
-    let webhooks = &app.state.webhooks();
+    let webhooks = app.state.webhooks();
     let got = webhooks
         .get_run_endpoint(&tenant, &run, "generated")
         .await
@@ -415,7 +415,7 @@ async fn run_endpoints_are_replaced_by_key_limited_deleted_idempotently_and_chec
     app.state
         .webhooks()
         .register_format("compact", Arc::new(Compact));
-    let webhooks = &app.state.webhooks();
+    let webhooks = app.state.webhooks();
     let (tenant, token) = app.new_tenant().await;
     let tenant = tenant_id(&tenant);
     let run_reply = answered_run(&app, &model, &token).await;

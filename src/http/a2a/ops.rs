@@ -161,7 +161,7 @@ impl Call {
 
     /// A new task: a new run in the message's context (a new session when it names none).
     async fn start_task(&self, message: InMessage) -> Result<(Run, Session), A2aError> {
-        let engine = &self.state.engine();
+        let engine = self.state.engine();
         let session = match &message.context_id {
             Some(key) => {
                 let missing =
