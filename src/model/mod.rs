@@ -1,6 +1,7 @@
 //! The engine's vocabulary, shared by every protocol face and the store.
 
 mod address;
+mod agent;
 mod body;
 mod builtin;
 mod call_id;
@@ -17,6 +18,7 @@ mod turn;
 mod webhook;
 
 pub use address::{classify as classify_address, is_internal};
+pub use agent::{AgentVersion, TenantAgent};
 pub use body::{
     BodySchema, ContentEncoding, Part, PartGlob, SchemaPart, SchemaViolation, check_names,
     check_part_name, media_type,
@@ -26,8 +28,8 @@ pub use call_id::{new_call_id, provider_call_id, repeated_call_id};
 pub use event::{Event, EventData};
 pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{
-    CredentialId, EndpointId, FileId, InvalidId, MessageId, ProcessId, RunId, SessionId, TenantId,
-    TokenId, TurnId,
+    AgentId, CredentialId, EndpointId, FileId, InvalidId, MessageId, ProcessId, RunId, SessionId,
+    TenantId, TokenId, TurnId,
 };
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use nul::{NUL_REPLACEMENT, check_no_nul, holds_nul, scrub_nul};

@@ -47,6 +47,7 @@ mod run_webhooks;
 mod secrets;
 mod sessions;
 mod streams;
+mod tenant_agents;
 mod tenant_reports;
 mod turns;
 mod upgrade;
