@@ -826,3 +826,72 @@ async fn an_operator_manages_a_tenants_agents_from_the_command_line() {
     run_ok(delete.args(["agents", "delete", "acme", "helper", "--yes"]));
     assert_eq!(agents(&["list", "acme"]), json!([]));
 }
+
+/// A session on a tenant agent is served like any other: its history, and runs through
+/// ACP and A2A.
+#[tokio::test]
+async fn a_tenant_agents_sessions_are_served_on_every_face() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let body = json!({"name": "local-helper", "connection": "local",
+                      "history": {"types": ["full"]}});
+    assert_eq!(
+        app.post("/agents", &token, body).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        publish(&app, &token, "local-helper", 1).await.status,
+        StatusCode::OK
+    );
+
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "local-helper"}}))
+        .await;
+    let turn = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("hello there")]}),
+        )
+        .await;
+    assert_eq!(turn.status, StatusCode::OK, "{}", turn.text);
+    let full = app
+        .get(&format!("/sessions/{session}/history?type=full"), &token)
+        .await;
+    assert_eq!(full.status, StatusCode::OK, "{}", full.text);
+    assert!(full.text.contains("hello there"), "{}", full.text);
+    let compacted = app
+        .get(
+            &format!("/sessions/{session}/history?type=compacted"),
+            &token,
+        )
+        .await;
+    assert_eq!(
+        compacted.status,
+        StatusCode::NOT_FOUND,
+        "{}",
+        compacted.text
+    );
+
+    let acp = app
+        .post(
+            "/acp/runs",
+            &token,
+            json!({"agent_name": "local-helper", "mode": "sync",
+                   "input": [{"role": "user", "parts": [{"content_type": "text/plain", "content": "via acp"}]}]}),
+        )
+        .await;
+    assert_eq!(acp.status, StatusCode::OK, "{}", acp.text);
+    assert!(acp.text.contains("via acp"), "{}", acp.text);
+
+    let a2a = app
+        .post(
+            "/a2a/local-helper/message:send",
+            &token,
+            json!({"message": {"role": "ROLE_USER", "messageId": "m-1", "parts": [{"text": "via a2a"}]}}),
+        )
+        .await;
+    assert_eq!(a2a.status, StatusCode::OK, "{}", a2a.text);
+    assert!(a2a.text.contains("via a2a"), "{}", a2a.text);
+}
