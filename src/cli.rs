@@ -13,6 +13,10 @@ use crate::model::{TenantId, TenantStatus};
 use crate::store::Page;
 use crate::telemetry;
 
+mod schedules;
+
+pub use schedules::SchedulesCommand;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "agentry",
@@ -45,6 +49,11 @@ pub enum Command {
     Admin {
         #[command(subcommand)]
         command: AdminCommand,
+    },
+    /// List tenants' schedules and their run history (prints JSON).
+    Schedules {
+        #[command(subcommand)]
+        command: SchedulesCommand,
     },
 }
 
@@ -189,6 +198,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Serve => serve(settings).await,
         Command::Migrate => migrate(settings).await,
         Command::Admin { command } => admin(settings, command).await,
+        Command::Schedules { command } => schedules_command(settings, command).await,
         Command::Config { .. } => unreachable!("handled above"),
     };
     crate::traces::shutdown();
@@ -205,6 +215,13 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let app = App::build(settings).await?;
     app.run_until_stopped().await?;
     Ok(())
+}
+
+async fn schedules_command(settings: Settings, command: SchedulesCommand) -> anyhow::Result<()> {
+    let state = AppState::init(settings).await?;
+    let result = schedules::run(&state, command).await;
+    state.store.close().await;
+    result
 }
 
 async fn migrate(settings: Settings) -> anyhow::Result<()> {
