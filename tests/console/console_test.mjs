@@ -76,8 +76,8 @@ async function step(name, run) {
   console.log(`step ok: ${name} (${Date.now() - started} ms)`);
 }
 
-/** Screenshots at both widths, and axe-core with no serious or critical violation. */
-async function check(page, name, { dark = false } = {}) {
+/** axe-core finds no violation of serious or critical impact on the page as it is shown now. */
+async function accessible(page, name) {
   await page.evaluate(axeSource);
   const result = await page.evaluate(() =>
     // eslint-disable-next-line no-undef
@@ -89,8 +89,14 @@ async function check(page, name, { dark = false } = {}) {
     [],
     `accessibility violations on ${name}`,
   );
+}
+
+/** Screenshots at both widths and in dark mode, and axe-core at both widths. */
+async function check(page, name, { dark = false } = {}) {
+  await accessible(page, `${name} at 1280 px`);
   await page.screenshot({ path: join(settings.screenshots, `${name}-1280.png`), fullPage: true });
   await page.setViewportSize(NARROW);
+  await accessible(page, `${name} at 390 px`);
   await page.screenshot({ path: join(settings.screenshots, `${name}-390.png`), fullPage: true });
   // Nothing wider than the screen at 390 px but scrollable tables.
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
@@ -98,6 +104,7 @@ async function check(page, name, { dark = false } = {}) {
   await page.setViewportSize(WIDE);
   if (dark) {
     await page.emulateMedia({ colorScheme: 'dark' });
+    await accessible(page, `${name} in dark mode`);
     await page.screenshot({ path: join(settings.screenshots, `${name}-1280-dark.png`), fullPage: true });
     await page.setViewportSize(NARROW);
     await page.screenshot({ path: join(settings.screenshots, `${name}-390-dark.png`), fullPage: true });
