@@ -262,6 +262,10 @@ pub fn shutdown() {
 /// The spans exported: those of [`TARGET`], the request spans and the turn spans. Log
 /// records are not (they stay in the logs).
 fn exported(metadata: &Metadata<'_>) -> bool {
+    if metadata.is_event() {
+        // Events recorded on exported spans (the writer's commits of a turn).
+        return metadata.target() == TARGET;
+    }
     metadata.is_span()
         && (metadata.target() == TARGET
             || (metadata.name() == "request" && metadata.target() == "agentry::http")

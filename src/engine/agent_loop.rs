@@ -73,6 +73,9 @@ struct TurnLog<'a> {
     running_since: Option<Instant>,
     /// Whether the model's first output was counted.
     first_output: bool,
+    /// The span the writer records its commits of the turn's events on: the turn's, when
+    /// traces are exported.
+    span: tracing::Span,
 }
 
 impl<'a> TurnLog<'a> {
@@ -95,6 +98,11 @@ impl<'a> TurnLog<'a> {
             agent,
             running_since: None,
             first_output: false,
+            span: if crate::traces::enabled() {
+                tracing::Span::current()
+            } else {
+                tracing::Span::none()
+            },
         }
     }
 
@@ -144,6 +152,7 @@ impl<'a> TurnLog<'a> {
                 run: self.turn.run_id,
                 events,
                 history,
+                span: self.span.clone(),
             })
             .await;
         self.last = Some(receipt);

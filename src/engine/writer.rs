@@ -36,6 +36,9 @@ pub struct Append {
     pub run: Option<RunId>,
     pub events: Vec<EventData>,
     pub history: Vec<HistoryMessage>,
+    /// The span the commit of these events is recorded on, as an event (disabled when
+    /// traces are not exported).
+    pub span: tracing::Span,
 }
 
 type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, StoreError>>;
@@ -255,6 +258,32 @@ fn coalesce(
     }
 }
 
+/// Each append's commit as an event on its turn's span: the turn's events it made durable,
+/// the whole batch's, and how long the commit took.
+fn record_commits(
+    batch: &[(Append, Reply)],
+    committed: &[Vec<Arc<Event>>],
+    batch_events: usize,
+    took: std::time::Duration,
+) {
+    for ((append, _), events) in batch.iter().zip(committed) {
+        if append.span.is_disabled() {
+            continue;
+        }
+        append.span.in_scope(|| {
+            tracing::event!(
+                target: crate::traces::TARGET,
+                tracing::Level::INFO,
+                agentry.writer.events = events.len(),
+                agentry.writer.first_seq = events.first().map_or(0, |e| e.seq),
+                agentry.writer.batch_events = batch_events,
+                agentry.writer.commit_seconds = took.as_secs_f64(),
+                "agentry.writer.commit"
+            );
+        });
+    }
+}
+
 impl WriterTask {
     async fn run(mut self, mut inbox: mpsc::Receiver<Request>) {
         while let Some(first) = inbox.recv().await {
@@ -312,12 +341,10 @@ impl WriterTask {
             return;
         }
         match self.try_commit(&accepted).await {
-            Ok(committed) => {
-                tracing::debug!(
-                    appends = accepted.len(),
-                    events = committed.iter().map(Vec::len).sum::<usize>(),
-                    "batch committed"
-                );
+            Ok((committed, took)) => {
+                let events = committed.iter().map(Vec::len).sum::<usize>();
+                tracing::debug!(appends = accepted.len(), events, "batch committed");
+                record_commits(&accepted, &committed, events, took);
                 self.deliver(accepted, committed)
             }
             Err(StoreError::Fenced(turns)) => {
@@ -374,7 +401,7 @@ impl WriterTask {
     async fn try_commit(
         &mut self,
         batch: &[(Append, Reply)],
-    ) -> Result<Vec<Vec<Arc<Event>>>, StoreError> {
+    ) -> Result<(Vec<Vec<Arc<Event>>>, std::time::Duration), StoreError> {
         let mut prepared: Vec<Prepared> = Vec::with_capacity(batch.len());
         let mut assigned: HashMap<SessionId, i64> = HashMap::new();
         for (append, _) in batch {
@@ -404,9 +431,10 @@ impl WriterTask {
         let groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
         let started = Instant::now();
         let appended = self.store.append_events(&groups, &self.process).await;
+        let took = started.elapsed();
         if appended.is_ok() {
             let events = prepared.iter().map(|p| p.published.len()).sum();
-            self.metrics.writer_committed(events, started.elapsed());
+            self.metrics.writer_committed(events, took);
         }
         match appended {
             Ok(0) => {}
@@ -429,7 +457,7 @@ impl WriterTask {
                 }
             }
         }
-        Ok(prepared.into_iter().map(|p| p.published).collect())
+        Ok((prepared.into_iter().map(|p| p.published).collect(), took))
     }
 
     /// The events of an append with their seqs, and what of them is stored: deltas wait in

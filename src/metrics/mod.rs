@@ -1,230 +1,285 @@
-//! Prometheus metrics: one registry per application (never a global: tests build many
-//! apps in one process), updated where things happen and rendered as the text exposition
-//! format at `GET /metrics`. A leaf: it knows no other module (but the process-wide count of
-//! dropped trace spans), callers hand it label values.
+//! Prometheus metrics on `prometheus-client`: one registry per application (never a global:
+//! tests build many apps in one process), updated where things happen and rendered as the
+//! Prometheus text exposition format 0.0.4 at `GET /metrics`. A leaf: it knows no other
+//! module (but the process-wide count of dropped trace spans), callers hand it label values.
 //!
 //! Label values are bounded: route templates, methods, statuses, configured agents,
 //! providers, models and servers, fixed outcomes. Nothing a client sends becomes a label;
 //! the tenant id becomes one only when `metrics.tenant_label` says so.
 
-mod exposition;
-mod family;
-mod primitives;
-
 use std::fmt::Display;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use exposition::{CONTENT_TYPE, Exposition, escape_label_value, format_float};
-pub use family::{Family, Kind, Render};
-pub use primitives::{Counter, Gauge, GaugeGuard, Histogram, HistogramSnapshot};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeMetric, MetricEncoder, prometheus_text,
+};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
 
-use family::{BATCH_EVENTS, FAST_SECONDS, SLOW_SECONDS};
+/// The content type of a scrape's answer.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 /// The tenant label's name.
 const TENANT: &str = "tenant";
+
+/// A series' labels, in the family's order.
+type Labels = Vec<(&'static str, String)>;
+type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Bucket bounds (seconds) of request and commit latencies.
+static FAST_SECONDS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Bucket bounds (seconds) of turns and model calls.
+static SLOW_SECONDS: [f64; 14] = [
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+/// Bucket bounds (events) of the writer's batches.
+static BATCH_EVENTS: [f64; 12] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+];
+
+fn fast() -> Histogram {
+    Histogram::new(FAST_SECONDS)
+}
+
+fn slow() -> Histogram {
+    Histogram::new(SLOW_SECONDS)
+}
+
+fn batch() -> Histogram {
+    Histogram::new(BATCH_EVENTS)
+}
+
+/// A duration or size as observed: a value that is not finite counts as 0.
+fn observe(histogram: &Histogram, value: f64) {
+    histogram.observe(if value.is_finite() { value } else { 0.0 });
+}
 
 /// Every family agentry exports.
 #[derive(Debug)]
 pub struct Metrics {
     tenant_label: bool,
-    http_requests: Family<Counter>,
-    http_duration: Family<Histogram>,
-    sse_connections: Arc<Gauge>,
-    sse_family: Family<Gauge>,
-    turns_started: Family<Counter>,
-    turns_ended: Family<Counter>,
-    queue_depth: Arc<Gauge>,
-    queue_depth_family: Family<Gauge>,
-    queue_wait: Arc<Histogram>,
-    queue_wait_family: Family<Histogram>,
-    turn_duration: Family<Histogram>,
-    first_event: Family<Histogram>,
-    events_appended: Arc<Counter>,
-    events_family: Family<Counter>,
-    batch_events: Arc<Histogram>,
-    batch_family: Family<Histogram>,
-    commit_duration: Arc<Histogram>,
-    commit_family: Family<Histogram>,
-    live_subscribers: Arc<Gauge>,
-    subscribers_family: Family<Gauge>,
-    db_pool: Family<Gauge>,
-    provider_calls: Family<Counter>,
-    provider_errors: Family<Counter>,
-    provider_duration: Family<Histogram>,
-    provider_tokens: Family<Counter>,
-    mcp_up: Family<Gauge>,
-    webhook_deliveries: Family<Counter>,
+    registry: Registry,
+    http_requests: Family<Labels, Counter>,
+    http_duration: Histograms,
+    sse_connections: Gauge,
+    turns_started: Family<Labels, Counter>,
+    turns_ended: Family<Labels, Counter>,
+    queue_depth: Gauge,
+    queue_wait: Histogram,
+    turn_duration: Histograms,
+    first_event: Histograms,
+    events_appended: Counter,
+    batch_events: Histogram,
+    commit_duration: Histogram,
+    live_subscribers: Gauge,
+    db_pool: Family<Labels, Gauge>,
+    provider_calls: Family<Labels, Counter>,
+    provider_errors: Family<Labels, Counter>,
+    provider_duration: Histograms,
+    provider_tokens: Family<Labels, Counter>,
+    mcp_up: Family<Labels, Gauge>,
+    /// The servers `mcp_up` has a series of.
+    mcp_servers: Mutex<Vec<String>>,
+    webhook_deliveries: Family<Labels, Counter>,
 }
 
-/// The label names of a family, with the tenant's last when it has one.
-fn labels(names: &[&'static str], tenant: bool) -> Vec<&'static str> {
-    let mut labels = names.to_vec();
-    if tenant {
-        labels.push(TENANT);
+/// Registers `metric` under `name` with its help. The library writes a counter's name with
+/// `_total` and ends help with a full stop: `name` and `help` are given as the scrape shows
+/// them, and both are taken off here.
+fn register<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: &M) -> M {
+    let name = name.strip_suffix("_total").unwrap_or(name);
+    let help = help.strip_suffix('.').unwrap_or(help);
+    registry.register(name, help, Listed(metric.clone()));
+    metric.clone()
+}
+
+/// A metric whose family is in every scrape, its help and type at least, before it has a
+/// series (the library leaves out a family without one): a scrape lists every family
+/// agentry has.
+#[derive(Debug)]
+struct Listed<M>(M);
+
+impl<M: EncodeMetric> EncodeMetric for Listed<M> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
     }
-    labels
-}
 
-fn histogram(bounds: &'static [f64]) -> impl Fn() -> Histogram + Send + Sync + 'static {
-    move || Histogram::new(bounds)
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
 }
 
 impl Metrics {
     /// A registry; with `tenant_label` the turn, HTTP-request and provider families carry
     /// the tenant id as a `tenant` label.
     pub fn new(tenant_label: bool) -> Arc<Metrics> {
-        let t = tenant_label;
-        let gauge = |name, help| Family::new(name, help, vec![], Gauge::default);
-        let counter = |name, help| Family::new(name, help, vec![], Counter::default);
-        let sse_family = gauge(
-            "agentry_sse_connections",
-            "Server-sent event responses open now.",
-        );
-        let queue_depth_family = gauge(
-            "agentry_turn_queue_depth",
-            "Turns waiting in this process for a slot to run in.",
-        );
-        let queue_wait_family = Family::new(
-            "agentry_turn_queue_wait_seconds",
-            "Time from a turn's admission to the start of its run.",
-            vec![],
-            histogram(&SLOW_SECONDS),
-        );
-        let events_family = counter(
-            "agentry_events_appended_total",
-            "Events the event writer committed to the log.",
-        );
-        let batch_family = Family::new(
-            "agentry_writer_batch_events",
-            "Events per transaction of the event writer.",
-            vec![],
-            histogram(&BATCH_EVENTS),
-        );
-        let commit_family = Family::new(
-            "agentry_writer_commit_duration_seconds",
-            "Time the event writer's transactions take to commit.",
-            vec![],
-            histogram(&FAST_SECONDS),
-        );
-        let subscribers_family = gauge(
-            "agentry_live_subscribers",
-            "Followers of sessions' live events now.",
-        );
-        Arc::new(Metrics {
+        let mut r = Registry::default();
+        let histograms = |make: fn() -> Histogram| Histograms::new_with_constructor(make);
+        let metrics = Metrics {
             tenant_label,
-            http_requests: Family::new(
+            http_requests: register(
+                &mut r,
                 "agentry_http_requests_total",
                 "HTTP requests answered, by route template, method and status.",
-                labels(&["route", "method", "status"], t),
-                Counter::default,
+                &Family::default(),
             ),
-            http_duration: Family::new(
+            http_duration: register(
+                &mut r,
                 "agentry_http_request_duration_seconds",
                 "Time to answer an HTTP request (to the response's head for streams).",
-                labels(&["route", "method"], t),
-                histogram(&FAST_SECONDS),
+                &histograms(fast),
             ),
-            sse_connections: sse_family.with(&[]),
-            sse_family,
-            turns_started: Family::new(
+            sse_connections: register(
+                &mut r,
+                "agentry_sse_connections",
+                "Server-sent event responses open now.",
+                &Gauge::default(),
+            ),
+            turns_started: register(
+                &mut r,
                 "agentry_turns_started_total",
                 "Turns started, by agent.",
-                labels(&["agent"], t),
-                Counter::default,
+                &Family::default(),
             ),
-            turns_ended: Family::new(
+            turns_ended: register(
+                &mut r,
                 "agentry_turns_ended_total",
                 "Turns ended, by agent and outcome (the stop reason, or cancelled, \
                  interrupted, failed).",
-                labels(&["agent", "outcome"], t),
-                Counter::default,
+                &Family::default(),
             ),
-            queue_depth: queue_depth_family.with(&[]),
-            queue_depth_family,
-            queue_wait: queue_wait_family.with(&[]),
-            queue_wait_family,
-            turn_duration: Family::new(
+            queue_depth: register(
+                &mut r,
+                "agentry_turn_queue_depth",
+                "Turns waiting in this process for a slot to run in.",
+                &Gauge::default(),
+            ),
+            queue_wait: register(
+                &mut r,
+                "agentry_turn_queue_wait_seconds",
+                "Time from a turn's admission to the start of its run.",
+                &slow(),
+            ),
+            turn_duration: register(
+                &mut r,
                 "agentry_turn_duration_seconds",
                 "Time a turn runs, from its start to its durable end.",
-                labels(&["agent"], t),
-                histogram(&SLOW_SECONDS),
+                &histograms(slow),
             ),
-            first_event: Family::new(
+            first_event: register(
+                &mut r,
                 "agentry_turn_time_to_first_event_seconds",
                 "Time from a turn's start to the model's first output (text, thinking or a \
                  tool call).",
-                labels(&["agent"], t),
-                histogram(&SLOW_SECONDS),
+                &histograms(slow),
             ),
-            events_appended: events_family.with(&[]),
-            events_family,
-            batch_events: batch_family.with(&[]),
-            batch_family,
-            commit_duration: commit_family.with(&[]),
-            commit_family,
-            live_subscribers: subscribers_family.with(&[]),
-            subscribers_family,
-            db_pool: Family::new(
+            events_appended: register(
+                &mut r,
+                "agentry_events_appended_total",
+                "Events the event writer committed to the log.",
+                &Counter::default(),
+            ),
+            batch_events: register(
+                &mut r,
+                "agentry_writer_batch_events",
+                "Events per transaction of the event writer.",
+                &batch(),
+            ),
+            commit_duration: register(
+                &mut r,
+                "agentry_writer_commit_duration_seconds",
+                "Time the event writer's transactions take to commit.",
+                &fast(),
+            ),
+            live_subscribers: register(
+                &mut r,
+                "agentry_live_subscribers",
+                "Followers of sessions' live events now.",
+                &Gauge::default(),
+            ),
+            db_pool: register(
+                &mut r,
                 "agentry_db_pool_connections",
                 "Database pool connections, by pool and state (in_use, idle).",
-                vec!["pool", "state"],
-                Gauge::default,
+                &Family::default(),
             ),
-            provider_calls: Family::new(
+            provider_calls: register(
+                &mut r,
                 "agentry_provider_calls_total",
                 "Model calls, by provider and model.",
-                labels(&["provider", "model"], t),
-                Counter::default,
+                &Family::default(),
             ),
-            provider_errors: Family::new(
+            provider_errors: register(
+                &mut r,
                 "agentry_provider_errors_total",
                 "Model calls that failed, by provider and model.",
-                labels(&["provider", "model"], t),
-                Counter::default,
+                &Family::default(),
             ),
-            provider_duration: Family::new(
+            provider_duration: register(
+                &mut r,
                 "agentry_provider_call_duration_seconds",
                 "Time a model call takes, to the end of its stream.",
-                labels(&["provider", "model"], t),
-                histogram(&SLOW_SECONDS),
+                &histograms(slow),
             ),
-            provider_tokens: Family::new(
+            provider_tokens: register(
+                &mut r,
                 "agentry_provider_tokens_total",
                 "Tokens providers reported, by provider, model and direction (in, out).",
-                labels(&["provider", "model", "direction"], t),
-                Counter::default,
+                &Family::default(),
             ),
-            mcp_up: Family::new(
+            mcp_up: register(
+                &mut r,
                 "agentry_mcp_server_up",
                 "Whether a configured MCP server is connected (1) or not (0).",
-                vec!["server"],
-                Gauge::default,
+                &Family::default(),
             ),
-            webhook_deliveries: Family::new(
+            mcp_servers: Mutex::new(Vec::new()),
+            webhook_deliveries: register(
+                &mut r,
                 "agentry_webhook_deliveries_total",
                 "Webhook delivery attempts, by outcome (delivered, failed: retried later, \
                  disabled: given up and the endpoint disabled).",
-                vec!["outcome"],
-                Counter::default,
+                &Family::default(),
             ),
-        })
+            registry: {
+                r.register_collector(Box::new(DroppedSpans));
+                r
+            },
+        };
+        Arc::new(metrics)
     }
 
-    /// The series of `values`, with the tenant's value appended when the label is on.
-    fn series<M: Kind>(
+    /// The labels of a series: `names` paired with `values`, then the tenant's when the
+    /// label is on.
+    fn labels(
         &self,
-        family: &Family<M>,
+        names: &[&'static str],
         values: &[&str],
         tenant: Option<&dyn Display>,
-    ) -> Arc<M> {
-        if !self.tenant_label {
-            return family.with(values);
+    ) -> Labels {
+        debug_assert_eq!(names.len(), values.len());
+        let mut labels: Labels = names
+            .iter()
+            .zip(values)
+            .map(|(name, value)| (*name, (*value).to_owned()))
+            .collect();
+        if self.tenant_label {
+            let tenant = tenant.map(ToString::to_string).unwrap_or_default();
+            labels.push((TENANT, tenant));
         }
-        let tenant = tenant.map(ToString::to_string).unwrap_or_default();
-        let mut all = values.to_vec();
-        all.push(&tenant);
-        family.with(&all)
+        labels
     }
 
     /// An HTTP request answered: `route` is its route template (never its raw path).
@@ -237,20 +292,27 @@ impl Metrics {
         elapsed: Duration,
     ) {
         let status = status.to_string();
-        self.series(&self.http_requests, &[route, method, &status], tenant)
-            .inc();
-        self.series(&self.http_duration, &[route, method], tenant)
-            .observe(elapsed.as_secs_f64());
+        let labels = self.labels(
+            &["route", "method", "status"],
+            &[route, method, &status],
+            tenant,
+        );
+        self.http_requests.get_or_create(&labels).inc();
+        let labels = self.labels(&["route", "method"], &[route, method], tenant);
+        observe(
+            &self.http_duration.get_or_create(&labels),
+            elapsed.as_secs_f64(),
+        );
     }
 
     /// Counts an open event stream until the guard is dropped.
     pub fn sse_connection(&self) -> GaugeGuard {
-        self.sse_connections.track()
+        GaugeGuard::new(&self.sse_connections)
     }
 
     pub fn turn_started(&self, agent: &str, tenant: &dyn Display) {
-        self.series(&self.turns_started, &[agent], Some(tenant))
-            .inc();
+        let labels = self.labels(&["agent"], &[agent], Some(tenant));
+        self.turns_started.get_or_create(&labels).inc();
     }
 
     /// A turn's end; `ran` is how long it ran, if it ran (not for one stopped while it
@@ -262,21 +324,27 @@ impl Metrics {
         tenant: &dyn Display,
         ran: Option<Duration>,
     ) {
-        self.series(&self.turns_ended, &[agent, outcome], Some(tenant))
-            .inc();
+        let labels = self.labels(&["agent", "outcome"], &[agent, outcome], Some(tenant));
+        self.turns_ended.get_or_create(&labels).inc();
         if let Some(ran) = ran {
-            self.series(&self.turn_duration, &[agent], Some(tenant))
-                .observe(ran.as_secs_f64());
+            let labels = self.labels(&["agent"], &[agent], Some(tenant));
+            observe(
+                &self.turn_duration.get_or_create(&labels),
+                ran.as_secs_f64(),
+            );
         }
     }
 
     pub fn turn_first_event(&self, agent: &str, tenant: &dyn Display, elapsed: Duration) {
-        self.series(&self.first_event, &[agent], Some(tenant))
-            .observe(elapsed.as_secs_f64());
+        let labels = self.labels(&["agent"], &[agent], Some(tenant));
+        observe(
+            &self.first_event.get_or_create(&labels),
+            elapsed.as_secs_f64(),
+        );
     }
 
     pub fn turn_queue_wait(&self, waited: Duration) {
-        self.queue_wait.observe(waited.as_secs_f64());
+        observe(&self.queue_wait, waited.as_secs_f64());
     }
 
     pub fn set_turn_queue_depth(&self, depth: usize) {
@@ -286,100 +354,119 @@ impl Metrics {
 
     /// A committed transaction of the event writer.
     pub fn writer_committed(&self, events: usize, elapsed: Duration) {
-        self.events_appended.add(events as u64);
-        self.batch_events.observe(events as f64);
-        self.commit_duration.observe(elapsed.as_secs_f64());
+        self.events_appended.inc_by(events as u64);
+        observe(&self.batch_events, events as f64);
+        observe(&self.commit_duration, elapsed.as_secs_f64());
     }
 
     /// Counts a live subscriber until the guard is dropped.
     pub fn live_subscriber(&self) -> GaugeGuard {
-        self.live_subscribers.track()
+        GaugeGuard::new(&self.live_subscribers)
     }
 
     /// A database pool's connections now.
     pub fn set_db_pool(&self, pool: &str, in_use: u32, idle: u32) {
-        self.db_pool.with(&[pool, "in_use"]).set(i64::from(in_use));
-        self.db_pool.with(&[pool, "idle"]).set(i64::from(idle));
+        for (state, count) in [("in_use", in_use), ("idle", idle)] {
+            let labels = vec![("pool", pool.to_owned()), ("state", state.to_owned())];
+            self.db_pool.get_or_create(&labels).set(i64::from(count));
+        }
     }
 
     /// A model call that ended (its stream done, failed or abandoned).
     pub fn provider_call(&self, call: ProviderCall<'_>, tenant: &dyn Display) {
         let key = [call.provider, call.model];
-        self.series(&self.provider_calls, &key, Some(tenant)).inc();
+        let labels = self.labels(&["provider", "model"], &key, Some(tenant));
+        self.provider_calls.get_or_create(&labels).inc();
         if call.failed {
-            self.series(&self.provider_errors, &key, Some(tenant)).inc();
+            self.provider_errors.get_or_create(&labels).inc();
         }
-        self.series(&self.provider_duration, &key, Some(tenant))
-            .observe(call.elapsed.as_secs_f64());
+        observe(
+            &self.provider_duration.get_or_create(&labels),
+            call.elapsed.as_secs_f64(),
+        );
         for (direction, tokens) in [("in", call.input_tokens), ("out", call.output_tokens)] {
-            self.series(
-                &self.provider_tokens,
+            let labels = self.labels(
+                &["provider", "model", "direction"],
                 &[call.provider, call.model, direction],
                 Some(tenant),
-            )
-            .add(tokens);
+            );
+            self.provider_tokens.get_or_create(&labels).inc_by(tokens);
         }
     }
 
     /// The configured MCP servers and whether each is connected now.
     pub fn set_mcp_servers<'a>(&self, servers: impl IntoIterator<Item = (&'a str, bool)>) {
         let servers: Vec<(&str, bool)> = servers.into_iter().collect();
-        self.mcp_up
-            .retain(|key| servers.iter().any(|(name, _)| key[0] == *name));
+        let mut known = self.mcp_servers.lock().expect("mcp servers lock");
+        known.retain(|name| {
+            let kept = servers.iter().any(|(configured, _)| configured == name);
+            if !kept {
+                self.mcp_up.remove(&vec![("server", name.clone())]);
+            }
+            kept
+        });
         for (name, up) in servers {
-            self.mcp_up.with(&[name]).set(i64::from(up));
+            self.mcp_up
+                .get_or_create(&vec![("server", name.to_owned())])
+                .set(i64::from(up));
+            if !known.iter().any(|known| known == name) {
+                known.push(name.to_owned());
+            }
         }
     }
 
     /// One webhook delivery attempt's outcome: `delivered`, `failed` (retried later) or
     /// `disabled` (given up: the endpoint is disabled).
     pub fn webhook_delivery(&self, outcome: &str) {
-        self.webhook_deliveries.with(&[outcome]).inc();
+        self.webhook_deliveries
+            .get_or_create(&vec![("outcome", outcome.to_owned())])
+            .inc();
     }
 
-    /// Every family, in the text exposition format.
+    /// Every family, in the text exposition format 0.0.4.
     pub fn render(&self) -> String {
-        let families: [&dyn Render; 20] = [
-            &self.http_requests,
-            &self.http_duration,
-            &self.sse_family,
-            &self.turns_started,
-            &self.turns_ended,
-            &self.queue_depth_family,
-            &self.queue_wait_family,
-            &self.turn_duration,
-            &self.first_event,
-            &self.events_family,
-            &self.batch_family,
-            &self.commit_family,
-            &self.subscribers_family,
-            &self.db_pool,
-            &self.provider_calls,
-            &self.provider_errors,
-            &self.provider_duration,
-            &self.provider_tokens,
-            &self.mcp_up,
-            &self.webhook_deliveries,
-        ];
-        let mut out = Exposition::new();
-        for family in families {
-            family.render(&mut out);
-        }
+        let mut out = String::new();
+        prometheus_text::encode(&mut out, &self.registry)
+            .expect("writing to a string does not fail");
+        out
+    }
+}
+
+/// One unit of a gauge, given back when dropped.
+#[derive(Debug)]
+pub struct GaugeGuard(Gauge);
+
+impl GaugeGuard {
+    fn new(gauge: &Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Trace spans dropped, counted by the process's span exporter and read at scrape time.
+#[derive(Debug)]
+struct DroppedSpans;
+
+impl Collector for DroppedSpans {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let (queue_full, export_failed) = crate::traces::dropped_spans();
-        out.family(
-            "agentry_trace_spans_dropped_total",
+        let mut family = encoder.encode_descriptor(
+            "agentry_trace_spans_dropped",
             "Trace spans dropped: the export queue was full, or their export failed.",
-            "counter",
-        );
+            None,
+            MetricType::Counter,
+        )?;
         for (reason, count) in [("queue_full", queue_full), ("export_failed", export_failed)] {
-            out.sample(
-                "agentry_trace_spans_dropped_total",
-                &[("reason", reason)],
-                None,
-                &count.to_string(),
-            );
+            let labels = [("reason", reason)];
+            ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
         }
-        out.into_string()
+        Ok(())
     }
 }
 

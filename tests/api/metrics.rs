@@ -784,3 +784,88 @@ async fn each_configured_mcp_server_is_reported_up_or_down() {
     );
     assert_eq!(scrape.series("agentry_mcp_server_up").len(), 2);
 }
+
+/// The rows of README's table of metric families: each family's full name (a row may name
+/// several), its type, and the label names its third column gives in backticks before any
+/// parenthesis (values such as `in_use` are in parentheses).
+fn readme_families() -> Vec<(String, String, Vec<String>)> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let table = readme
+        .split("The families (all prefixed `agentry_`")
+        .nth(1)
+        .expect("README lists the metric families");
+    let ticked = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut families = Vec::new();
+    for row in table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+    {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let labels: Vec<String> = cells[3]
+            .split(',')
+            .flat_map(|label| ticked(label.split('(').next().unwrap_or_default()))
+            .collect();
+        for name in ticked(cells[1]) {
+            families.push((
+                format!("agentry_{name}"),
+                cells[2].to_owned(),
+                labels.clone(),
+            ));
+        }
+    }
+    families
+}
+
+#[tokio::test]
+async fn every_family_the_readme_lists_is_scraped_with_its_type_and_labels() {
+    let families = readme_families();
+    assert!(families.len() >= 20, "{families:?}");
+    let app = spawn_app_on(
+        Arc::new(TestDb::new().await),
+        "[metrics]\ntenant_label = false\n",
+    )
+    .await;
+    let (_, token) = app.new_tenant().await;
+    run_turn(&app, &token, "echo").await;
+    let scrape = scrape(&app).await;
+    for (name, kind, labels) in &families {
+        assert_eq!(
+            scrape.types.get(name),
+            Some(kind),
+            "README's `{name}` ({kind}) in the scrape"
+        );
+        let mut allowed: Vec<&str> = labels.iter().map(String::as_str).collect();
+        if kind == "histogram" {
+            allowed.push("le");
+        }
+        for sample in scrape
+            .samples
+            .iter()
+            .filter(|s| family_of(&s.name, &scrape.types) == name)
+        {
+            for label in sample.labels.keys() {
+                assert!(
+                    allowed.contains(&label.as_str()),
+                    "{}: label `{label}` is not among README's {labels:?}",
+                    sample.name
+                );
+            }
+        }
+    }
+    // And nothing the README does not list.
+    for name in scrape.types.keys() {
+        assert!(
+            families.iter().any(|(listed, _, _)| listed == name),
+            "`{name}` is scraped but not in README's list"
+        );
+    }
+}

@@ -14,5 +14,6 @@ mod scripted;
 #[path = "../api/sse.rs"]
 mod sse;
 
+mod mcp;
 mod receiver;
 mod turn;

@@ -22,6 +22,8 @@ pub struct Received {
     pub attributes: BTreeMap<String, String>,
     #[allow(dead_code)]
     pub links: Vec<(String, String)>,
+    /// The span's events: each one's name and attributes.
+    pub events: Vec<(String, BTreeMap<String, String>)>,
     pub service: String,
 }
 
@@ -119,6 +121,18 @@ async fn handle(
                         .links
                         .iter()
                         .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+                        .collect(),
+                    events: span
+                        .events
+                        .iter()
+                        .map(|e| {
+                            let attributes = e
+                                .attributes
+                                .iter()
+                                .map(|a| (a.key.clone(), text(&a.value)))
+                                .collect();
+                            (e.name.clone(), attributes)
+                        })
                         .collect(),
                     service: service.clone(),
                 });

@@ -112,6 +112,39 @@ async fn a_turn_with_a_tool_call_is_one_trace_of_request_turn_steps_and_tool() {
     assert_eq!(turn.attr("gen_ai.agent.name"), Some("gpt"));
     assert_eq!(turn.service, "agentry-test");
 
+    // The writer's commits of the turn's events, as events on its span: together they
+    // made durable each of the turn's events once, in order, from its `turn_start` to its
+    // `turn_stop` (the first and last ids the client saw).
+    let seen: Vec<i64> = frames.iter().filter_map(|f| f.id).collect();
+    let ids: Vec<i64> = (seen[0]..=*seen.last().unwrap()).collect();
+    let mut commits: Vec<(i64, i64)> = turn
+        .events
+        .iter()
+        .filter(|(name, _)| name == "agentry.writer.commit")
+        .map(|(_, attributes)| {
+            let number = |key: &str| attributes[key].parse::<f64>().unwrap();
+            assert!(
+                number("agentry.writer.commit_seconds") >= 0.0,
+                "{attributes:?}"
+            );
+            assert!(
+                number("agentry.writer.batch_events") >= number("agentry.writer.events"),
+                "{attributes:?}"
+            );
+            (
+                number("agentry.writer.first_seq") as i64,
+                number("agentry.writer.events") as i64,
+            )
+        })
+        .collect();
+    commits.sort();
+    assert!(!commits.is_empty(), "{turn:?}");
+    let covered: Vec<i64> = commits
+        .iter()
+        .flat_map(|(first, count)| *first..first + count)
+        .collect();
+    assert_eq!(covered, ids, "commits {commits:?}");
+
     // The request that admitted the turn is its parent, in the same trace.
     let request = find(&spans, |s| s.span_id == turn.parent_span_id)[0];
     assert_eq!(request.trace_id, turn.trace_id);

@@ -14,6 +14,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::Notify;
 
 use super::McpTool;
+use super::http::TracedHttp;
 use crate::config::McpServerSettings;
 
 /// What a stdio server's program inherits from agentry's environment: enough to find and
@@ -98,7 +99,7 @@ pub(super) async fn connect(
             }
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
-            let transport = StreamableHttpClientTransport::from_config(config);
+            let transport = StreamableHttpClientTransport::with_client(TracedHttp::new(), config);
             let client = listener
                 .serve(transport)
                 .await

@@ -4,6 +4,7 @@
 
 mod connect;
 mod group;
+mod http;
 mod result;
 mod supervisor;
 
@@ -12,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, RequestParamsMeta};
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
@@ -187,7 +188,12 @@ impl McpRegistry {
             return format!("Error: invalid arguments: {problem}");
         }
         let limit = Duration::from_secs(state.settings.timeout_seconds);
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(input.clone());
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(input.clone());
+        // The tool span's trace context, in `_meta` (SEP-414); over HTTP also as the
+        // request's `traceparent` header.
+        if let Some(traceparent) = crate::traces::current_traceparent() {
+            params.set_traceparent(&traceparent);
+        }
         match tokio::time::timeout(limit, live.peer.call_tool(params)).await {
             Ok(Ok(result)) => result_text(&result),
             // The server's own answer is for the model; a transport's error may name the
