@@ -193,8 +193,10 @@ async fn operators_list_schedules_and_their_runs_from_the_command_line() {
         .post(&format!("/schedules/{id}/run"), &token, json!({}))
         .await;
     assert_eq!(run.status, 202, "{}", run.text);
+    let id = id.to_owned();
+    let db = app.stop().await;
 
-    let listed = crate::process::run_ok(crate::process::agentry(app.db.url()).args([
+    let listed = crate::process::run_ok(crate::process::agentry(db.url()).args([
         "schedules",
         "list",
         &tenant,
@@ -202,17 +204,17 @@ async fn operators_list_schedules_and_their_runs_from_the_command_line() {
     let listed: Value = serde_json::from_str(&listed).unwrap();
     assert_eq!(listed[0]["id"], id);
     assert_eq!(listed[0]["cron"], "*/2 * * * * *");
-    let runs = crate::process::run_ok(crate::process::agentry(app.db.url()).args([
+    let runs = crate::process::run_ok(crate::process::agentry(db.url()).args([
         "schedules",
         "runs",
         &tenant,
-        id,
+        &id,
     ]));
     let runs: Value = serde_json::from_str(&runs).unwrap();
     assert_eq!(runs[0]["id"], run.body["id"]);
     assert_eq!(runs[0]["kind"], "manual");
 
-    let unknown = crate::process::agentry(app.db.url())
+    let unknown = crate::process::agentry(db.url())
         .args(["schedules", "runs", &tenant, "sched_nope"])
         .output()
         .unwrap();
