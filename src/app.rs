@@ -80,6 +80,11 @@ impl AppState {
             settings.quotas.policy(&settings.engine),
             metrics.clone(),
             settings.limits.clone(),
+            crate::engine::TenantAgentPolicy {
+                connections: settings.connections.clone(),
+                limits: settings.tenant_agents.clone(),
+                mcp_servers: settings.mcp_servers.clone(),
+            },
         );
         let (process, wake) = engine.webhook_wiring();
         let webhooks = Webhooks::new(

@@ -30,6 +30,8 @@ pub enum ErrorCode {
     RunNotAwaiting,
     RunEnded,
     IdempotencyKeyReused,
+    /// `If-Match` names an entity tag the resource no longer has: nothing was changed.
+    PreconditionFailed,
     QueueFull,
     QuotaExceeded,
     TooManyRequests,
@@ -75,6 +77,7 @@ impl ErrorCode {
             | ErrorCode::RunNotAwaiting
             | ErrorCode::RunEnded => StatusCode::CONFLICT,
             ErrorCode::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             ErrorCode::QueueFull
             | ErrorCode::QuotaExceeded
             | ErrorCode::TooManyRequests

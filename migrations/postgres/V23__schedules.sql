@@ -9,7 +9,7 @@ CREATE TABLE schedules (
     name            text,
     agent           text NOT NULL,
     -- The agent's version the schedule is pinned to; NULL: the published one.
-    agent_version   integer,
+    agent_version   bigint,
     cron            text NOT NULL,
     time_zone       text NOT NULL,
     -- JSON: the user message content each occurrence sends.

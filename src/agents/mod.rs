@@ -58,30 +58,7 @@ impl Agents {
         Self {
             agents: settings
                 .iter()
-                .map(|s| {
-                    let compile = |parts: &[crate::config::SchemaPartSettings]| BodySchema {
-                        parts: parts
-                            .iter()
-                            .map(|p| p.compile().expect("schemas are checked with the settings"))
-                            .collect(),
-                    };
-                    let arguments = s
-                        .tools
-                        .iter()
-                        .filter(|t| split_tool_name(&t.name).is_none())
-                        .map(|t| {
-                            let spec = tool_spec(t);
-                            (t.name.clone(), ArgumentSchema::compile(&spec.parameters))
-                        })
-                        .collect();
-                    Arc::new(Agent {
-                        arguments,
-                        input_schema: compile(&s.input_schema),
-                        output_schema: compile(&s.output_schema),
-                        settings: s.clone(),
-                        mcp: mcp.clone(),
-                    })
-                })
+                .map(|s| Agent::from_settings(s.clone(), mcp))
                 .collect(),
         }
     }
@@ -126,6 +103,32 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// An agent of checked settings (configured, or a tenant's version).
+    pub fn from_settings(settings: AgentSettings, mcp: &Arc<McpRegistry>) -> Arc<Agent> {
+        let compile = |parts: &[crate::config::SchemaPartSettings]| BodySchema {
+            parts: parts
+                .iter()
+                .map(|p| p.compile().expect("schemas are checked with the settings"))
+                .collect(),
+        };
+        let arguments = settings
+            .tools
+            .iter()
+            .filter(|t| split_tool_name(&t.name).is_none())
+            .map(|t| {
+                let spec = tool_spec(t);
+                (t.name.clone(), ArgumentSchema::compile(&spec.parameters))
+            })
+            .collect();
+        Arc::new(Agent {
+            arguments,
+            input_schema: compile(&settings.input_schema),
+            output_schema: compile(&settings.output_schema),
+            settings,
+            mcp: mcp.clone(),
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.settings.name
     }

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 mod agents;
 mod auth;
+mod connections;
 mod console;
 mod engine;
 mod limits;
@@ -25,6 +26,7 @@ mod secret;
 mod server;
 mod telemetry;
 mod template;
+mod tenant_agent;
 #[cfg(test)]
 mod tests;
 mod tools;
@@ -33,6 +35,7 @@ mod webhooks;
 pub use crate::model::{CompactionStrategy, HistoryType};
 pub use agents::{AgentSettings, HistorySettings, ImageInput};
 pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings, parse_key};
+pub use connections::{ConnectionSettings, TenantAgentSettings};
 pub use console::ConsoleSettings;
 pub use engine::EngineSettings;
 pub use limits::LimitsSettings;
@@ -50,6 +53,7 @@ pub use server::{
 };
 pub use telemetry::{TelemetrySettings, TraceparentTrust};
 pub use template::{option_placeholders, option_references, resolve_env};
+pub use tenant_agent::{AgentPolicy, AgentSpec, pointer as agent_field_pointer};
 pub use tools::{ToolSettings, ToolsSettings};
 pub use webhooks::WebhooksSettings;
 
@@ -75,6 +79,9 @@ pub struct Settings {
     pub schedules: SchedulesSettings,
     pub limits: LimitsSettings,
     pub console: ConsoleSettings,
+    pub tenant_agents: TenantAgentSettings,
+    #[serde(default)]
+    pub connections: Vec<ConnectionSettings>,
     #[serde(default)]
     pub mcp_servers: Vec<McpServerSettings>,
     #[serde(default)]
@@ -221,6 +228,18 @@ impl Settings {
         for (i, server) in self.mcp_servers.iter_mut().enumerate() {
             server.resolve_environment(&format!("mcp_servers[{i}]"), &lookup)?;
         }
+        for (i, connection) in self.connections.iter_mut().enumerate() {
+            let resolve = |key: &str, value: &str| {
+                resolve_env(value, &lookup).map_err(|name| {
+                    ConfigError::new(
+                        format!("connections[{i}].{key}"),
+                        format!("environment variable `{name}` is not set"),
+                    )
+                })
+            };
+            connection.base_url = resolve("base_url", &connection.base_url)?;
+            connection.api_key = Secret::new(resolve("api_key", connection.api_key.expose())?);
+        }
         for (i, agent) in self.agents.iter_mut().enumerate() {
             let resolve = |key: &str, value: &str| {
                 resolve_env(value, &lookup).map_err(|name| {
@@ -316,7 +335,24 @@ impl Settings {
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| ConfigError::new("log.level", e.to_string()))?;
         self.validate_mcp_servers()?;
+        self.validate_connections()?;
+        self.tenant_agents.validate(&self.mcp_servers)?;
         self.validate_agents()
+    }
+
+    fn validate_connections(&self) -> Result<(), ConfigError> {
+        let mut names = std::collections::HashSet::new();
+        for (i, connection) in self.connections.iter().enumerate() {
+            let at = format!("connections[{i}]");
+            connection.validate(&at)?;
+            if !names.insert(connection.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("connection `{}` is declared twice", connection.name),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn validate_mcp_servers(&self) -> Result<(), ConfigError> {

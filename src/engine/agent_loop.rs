@@ -582,12 +582,13 @@ async fn run_steps(
     control: &TurnControl,
     log: &mut TurnLog<'_>,
 ) -> Result<Outcome, EngineError> {
-    let Some(agent) = engine.agents.get(&session.agent) else {
+    let Some(agent) = engine.agent_of(session).await? else {
         return Ok(Outcome::failed(
             "agent_unavailable",
             format!("agent `{}` is no longer configured", session.agent),
         ));
     };
+    let agent = &agent;
     // Answers to calls that waited for permission: run the granted ones.
     for permission in permissions {
         let call = &permission.call;

@@ -310,6 +310,7 @@ mod tests {
             id: SessionId::generate(),
             tenant_id: TenantId::generate(),
             agent: "echo".into(),
+            agent_version: None,
             server_tools: Vec::new(),
             options: Default::default(),
             sealed_options: Default::default(),

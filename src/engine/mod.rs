@@ -7,6 +7,7 @@
 mod agent_loop;
 mod assemble;
 mod call_ids;
+mod catalog;
 mod cluster;
 mod compaction;
 mod error;
@@ -26,6 +27,7 @@ mod webhooks;
 mod writer;
 
 pub use assemble::{MessageAssembler, turn_messages};
+pub use catalog::{AgentError, AgentWithVersion, TenantAgentPolicy};
 pub use error::EngineError;
 pub use follow::Follow;
 pub use input::{InputMessage, PendingCall, split_input};

@@ -148,7 +148,7 @@ impl TurnControl {
 #[derive(Debug)]
 pub struct Engine {
     pub(super) store: Store,
-    pub(super) agents: Agents,
+    pub(super) catalog: super::catalog::Catalog,
     pub(super) secrets: SecretBox,
     pub(super) writer: EventWriter,
     pub(super) http: reqwest::Client,
@@ -207,6 +207,7 @@ impl Engine {
         quotas: crate::model::QuotaDefaults,
         metrics: Arc<Metrics>,
         limits: crate::config::LimitsSettings,
+        tenant_agents: super::catalog::TenantAgentPolicy,
     ) -> Arc<Engine> {
         let fanout = Arc::new(Fanout::new(settings.subscriber_buffer, metrics.clone()));
         let process = ProcessId::generate();
@@ -232,7 +233,7 @@ impl Engine {
         Arc::new(Engine {
             quotas: super::quotas::QuotaBook::new(store.clone(), quotas),
             store,
-            agents,
+            catalog: super::catalog::Catalog::new(agents, tenant_agents, mcp.clone()),
             secrets,
             writer,
             http: crate::providers::http_client(),
@@ -386,10 +387,9 @@ impl Engine {
             return Ok(StartedTurn::replay(earlier));
         }
         let agent = self
-            .agents
-            .get(&session.agent)
-            .ok_or(EngineError::AgentUnavailable)?
-            .clone();
+            .agent_of(&session)
+            .await?
+            .ok_or(EngineError::AgentUnavailable)?;
         for (i, message) in request.messages.iter().enumerate() {
             if let InputMessage::User { content } | InputMessage::ToolResult { content, .. } =
                 message
@@ -426,7 +426,7 @@ impl Engine {
                 _ => None,
             })
             .collect();
-        let updated = self.apply_overrides(&session, &request.agent)?;
+        let updated = self.apply_overrides(&agent, &session, &request.agent)?;
         super::parts::store_large_parts(
             &self.store,
             tenant,
@@ -774,6 +774,7 @@ impl Engine {
     /// The session as the turn's overrides leave it, or `None` if they change nothing.
     fn apply_overrides(
         &self,
+        agent: &crate::agents::Agent,
         session: &Session,
         overrides: &SessionConfigRequest,
     ) -> Result<Option<Session>, EngineError> {
@@ -783,10 +784,6 @@ impl Engine {
         {
             return Ok(None);
         }
-        let agent = self
-            .agents
-            .get(&session.agent)
-            .ok_or(EngineError::AgentUnavailable)?;
         let mut updated = session.clone();
         if let Some(tools) = &overrides.server_tools {
             agent.check_server_tools(tools)?;

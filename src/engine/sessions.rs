@@ -22,6 +22,8 @@ pub use crate::agents::REDACTED;
 pub struct SessionView {
     pub id: SessionId,
     pub agent: String,
+    /// The tenant agent's version the session runs; `None` for a configured agent.
+    pub agent_version: Option<i64>,
     pub server_tools: Vec<ServerToolRef>,
     pub options: BTreeMap<String, String>,
     pub client_tools: Vec<ToolSpec>,
@@ -38,6 +40,7 @@ pub fn redact(session: Session) -> SessionView {
     SessionView {
         id: session.id,
         agent: session.agent,
+        agent_version: session.agent_version.map(|(_, v)| v),
         server_tools: session.server_tools,
         options,
         client_tools: session.client_tools,
@@ -113,7 +116,21 @@ impl Engine {
         config: SessionConfigRequest,
         seed: Vec<HistoryMessage>,
     ) -> Result<Session, EngineError> {
-        self.insert_session(tenant, agent_name, config, seed, None)
+        self.insert_session(tenant, agent_name, None, config, seed, None)
+            .await
+    }
+
+    /// Creates a session on a tenant agent's named version (a draft may be tried so), or,
+    /// without one, as [`Engine::create_session`].
+    pub async fn create_session_on_version(
+        &self,
+        tenant: &TenantId,
+        agent_name: &str,
+        version: Option<i64>,
+        config: SessionConfigRequest,
+        seed: Vec<HistoryMessage>,
+    ) -> Result<Session, EngineError> {
+        self.insert_session(tenant, agent_name, version, config, seed, None)
             .await
     }
 
@@ -178,7 +195,7 @@ impl Engine {
         }
         let config = SessionConfigRequest::default();
         match self
-            .insert_session(tenant, agent_name, config, seed, Some(alias))
+            .insert_session(tenant, agent_name, None, config, seed, Some(alias))
             .await
         {
             Ok(session) => Ok((session, true)),
@@ -235,14 +252,14 @@ impl Engine {
         &self,
         tenant: &TenantId,
         agent_name: &str,
+        version: Option<i64>,
         config: SessionConfigRequest,
         seed: Vec<HistoryMessage>,
         alias: Option<String>,
     ) -> Result<Session, EngineError> {
-        let agent = self
-            .agents
-            .get(agent_name)
-            .ok_or_else(|| FieldError::new("agent.name", self.agents.unknown(agent_name)))?;
+        let (agent, agent_version) = self
+            .agent_for_new_session(tenant, agent_name, version)
+            .await?;
         let resolved = agent.resolve_new_session(config)?;
         let max = self.settings.max_seed_messages;
         if seed.len() > max {
@@ -267,6 +284,7 @@ impl Engine {
             id,
             tenant_id: *tenant,
             agent: agent.name().to_owned(),
+            agent_version,
             server_tools: resolved.server_tools,
             options: resolved.options,
             sealed_options,

@@ -17,6 +17,8 @@ use crate::store::AuthState;
 #[derive(Debug, Clone)]
 pub struct TenantAuth {
     pub tenant_id: TenantId,
+    /// The token's id (`jti`): who made a change, in records that keep it.
+    pub token_id: crate::model::TokenId,
 }
 
 /// A caller holding a valid admin token.
@@ -111,14 +113,17 @@ impl FromRequest for TenantAuth {
         Box::pin(async move {
             let state = state_of(&req);
             match authenticate(&state, &req).await? {
-                Principal::Tenant { tenant_id, .. } => {
+                Principal::Tenant { tenant_id, jti, .. } => {
                     req.extensions_mut().insert(QuotaHolder(tenant_id));
                     state
                         .engine
                         .quotas()
                         .charge(&tenant_id, Quota::RequestsPerMinute)
                         .await?;
-                    Ok(TenantAuth { tenant_id })
+                    Ok(TenantAuth {
+                        tenant_id,
+                        token_id: jti,
+                    })
                 }
                 Principal::Admin => Err(ApiError::new(
                     ErrorCode::Forbidden,

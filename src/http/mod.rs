@@ -4,6 +4,7 @@ mod a2a;
 mod aap;
 mod acp;
 mod admin;
+pub mod agents;
 mod agentscope;
 mod body;
 mod caller;
@@ -112,6 +113,37 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 )
                                 .service(web::resource("/tenants/{tenant_id}/usage").get(admin::usage::get_usage))
                 .service(
+                    web::resource("/tenants/{tenant_id}/agents")
+                        .get(agents::admin::list_agents)
+                        .post(agents::admin::create_agent),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/agents/{name}")
+                        .get(agents::admin::get_agent)
+                        .put(agents::admin::update_agent)
+                        .delete(agents::admin::delete_agent),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/agents/{name}/versions")
+                        .get(agents::admin::list_agent_versions),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/agents/{name}/versions/{version}")
+                        .get(agents::admin::get_agent_version),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/agents/{name}/publish")
+                        .post(agents::admin::publish_agent),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/agents/{name}/archive")
+                        .post(agents::admin::archive_agent),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/agents/{name}/restore")
+                        .post(agents::admin::restore_agent),
+                )
+                .service(
                     web::resource("/tenants/{tenant_id}/webhooks")
                         .get(admin::webhooks::list_webhooks)
                         .post(admin::webhooks::create_webhook),
@@ -196,6 +228,26 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
             web::resource("/webhooks/{endpoint_id}/deliveries/{message_id}/replay")
                 .post(webhooks::replay_webhook_delivery),
         )
+        // the tenant's own agents
+        .service(
+            web::resource("/agents")
+                .get(agents::routes::list_agents)
+                .post(agents::routes::create_agent),
+        )
+        .service(
+            web::resource("/agents/{name}")
+                .get(agents::routes::get_agent)
+                .put(agents::routes::update_agent)
+                .delete(agents::routes::delete_agent),
+        )
+        .service(web::resource("/agents/{name}/versions").get(agents::routes::list_agent_versions))
+        .service(
+            web::resource("/agents/{name}/versions/{version}")
+                .get(agents::routes::get_agent_version),
+        )
+        .service(web::resource("/agents/{name}/publish").post(agents::routes::publish_agent))
+        .service(web::resource("/agents/{name}/archive").post(agents::routes::archive_agent))
+        .service(web::resource("/agents/{name}/restore").post(agents::routes::restore_agent))
         // AAP v3, at the root
         .service(web::resource("/meta").get(aap::meta::get_meta))
         .service(

@@ -36,7 +36,8 @@ use utoipa::openapi::{Content, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    a2a, aap, acp, admin, agentscope, docs, files, login, ops, runs, schedules, usage, webhooks,
+    a2a, aap, acp, admin, agents, agentscope, docs, files, login, ops, runs, schedules, usage,
+    webhooks,
 };
 
 /// Untagged enums whose variants can describe the same value (a variant of optional
@@ -117,6 +118,26 @@ pub const METRICS: &str = "metrics";
         schedules::delete_schedule,
         schedules::run_schedule,
         schedules::list_schedule_runs,
+        agents::routes::create_agent,
+        agents::routes::list_agents,
+        agents::routes::get_agent,
+        agents::routes::update_agent,
+        agents::routes::delete_agent,
+        agents::routes::list_agent_versions,
+        agents::routes::get_agent_version,
+        agents::routes::publish_agent,
+        agents::routes::archive_agent,
+        agents::routes::restore_agent,
+        agents::admin::create_agent,
+        agents::admin::list_agents,
+        agents::admin::get_agent,
+        agents::admin::update_agent,
+        agents::admin::delete_agent,
+        agents::admin::list_agent_versions,
+        agents::admin::get_agent_version,
+        agents::admin::publish_agent,
+        agents::admin::archive_agent,
+        agents::admin::restore_agent,
         aap::meta::get_meta,
         aap::sessions::list_sessions,
         aap::sessions::create_session,
@@ -174,6 +195,7 @@ pub const METRICS: &str = "metrics";
         (name = "AgentScope", description = "The AgentScope Runtime Agent API"),
         (name = "ACP", description = "The Agent Communication Protocol; errors are `{code, message, data}`"),
         (name = "A2A", description = "The Agent2Agent protocol, 1.0 and 0.3: JSON-RPC at `/a2a/{agent}`, HTTP+JSON under it (0.3's under `/a2a/{agent}/v1`); REST errors are `google.rpc.Status` bodies"),
+        (name = "agents", description = "A tenant's own agents: immutable versions, publish, rollback, archive; sessions pin the version they were opened on"),
         (name = "tenant", description = "The calling tenant's own usage and quotas"),
         (name = "admin", description = "Tenants, their credentials and API tokens, usage"),
         (name = "schedules", description = "A tenant's schedules: agents started on cron expressions in a time zone, each occurrence at most once, with run history"),

@@ -25,7 +25,7 @@ use crate::model::{
 struct AgentIn {
     name: String,
     #[serde(default)]
-    version: Option<i32>,
+    version: Option<i64>,
     #[serde(default)]
     tools: Option<Vec<ServerToolRef>>,
     #[serde(default)]
@@ -116,7 +116,7 @@ struct ScheduleView {
 #[derive(Serialize)]
 struct AgentView {
     name: String,
-    version: Option<i32>,
+    version: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Vec<ServerToolRef>>,
     options: BTreeMap<String, String>,

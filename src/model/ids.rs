@@ -108,6 +108,11 @@ typed_id!(
     "tok_"
 );
 typed_id!(
+    /// A tenant's own agent (made through the API), across its versions.
+    AgentId,
+    "agt_"
+);
+typed_id!(
     /// A conversation with one agent.
     SessionId,
     "sess_"

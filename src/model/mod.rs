@@ -1,6 +1,7 @@
 //! The engine's vocabulary, shared by every protocol face and the store.
 
 mod address;
+mod agent;
 mod body;
 mod builtin;
 mod call_id;
@@ -18,6 +19,7 @@ mod turn;
 mod webhook;
 
 pub use address::{classify as classify_address, is_internal};
+pub use agent::{AgentVersion, TenantAgent};
 pub use body::{
     BodySchema, ContentEncoding, Part, PartGlob, SchemaPart, SchemaViolation, check_names,
     check_part_name, media_type,
@@ -27,7 +29,7 @@ pub use call_id::{new_call_id, provider_call_id, repeated_call_id};
 pub use event::{Event, EventData};
 pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{
-    CredentialId, EndpointId, FileId, InvalidId, MessageId, ProcessId, RunId, ScheduleId,
+    AgentId, CredentialId, EndpointId, FileId, InvalidId, MessageId, ProcessId, RunId, ScheduleId,
     ScheduleRunId, SessionId, TenantId, TokenId, TurnId,
 };
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};

@@ -68,7 +68,7 @@ pub struct Schedule {
     pub name: Option<String>,
     pub agent: String,
     /// The agent's version it is pinned to; `None`: the published one.
-    pub agent_version: Option<i32>,
+    pub agent_version: Option<i64>,
     pub server_tools: Option<Vec<ServerToolRef>>,
     pub options: std::collections::BTreeMap<String, String>,
     pub cron: String,

@@ -15,6 +15,8 @@ pub struct Session {
     pub id: SessionId,
     pub tenant_id: TenantId,
     pub agent: String,
+    /// The tenant agent and the version the session runs; `None` for a configured agent.
+    pub agent_version: Option<(super::AgentId, i64)>,
     pub server_tools: Vec<ServerToolRef>,
     pub options: BTreeMap<String, String>,
     pub sealed_options: BTreeMap<String, String>,

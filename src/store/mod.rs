@@ -15,6 +15,7 @@ use sqlx::sqlite::{
 
 use crate::config::DatabaseSettings;
 
+mod agents;
 mod compaction;
 mod credentials;
 mod events;
@@ -40,6 +41,7 @@ mod webhook_deliveries;
 mod webhook_outbox;
 mod webhooks;
 
+pub use agents::AgentChange;
 pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
 pub use events::{AppendGroup, CoalescedDeltas, Deltas};

@@ -40,7 +40,7 @@ struct ScheduleRow {
     tenant_id: TenantId,
     name: Option<String>,
     agent: String,
-    agent_version: Option<i32>,
+    agent_version: Option<i64>,
     cron: String,
     time_zone: String,
     input: String,

@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use super::Stamp;
 use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
 use crate::model::{
-    HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec, scrub_nul,
+    AgentId, HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec, scrub_nul,
 };
 
 #[derive(sqlx::FromRow)]
@@ -15,6 +15,8 @@ struct SessionRow {
     id: SessionId,
     tenant_id: TenantId,
     agent: String,
+    agent_id: Option<AgentId>,
+    agent_version: Option<i64>,
     server_tools: Json<Vec<ServerToolRef>>,
     options: Json<BTreeMap<String, String>>,
     sealed_options: Json<BTreeMap<String, String>>,
@@ -30,6 +32,7 @@ impl From<SessionRow> for Session {
             id: row.id,
             tenant_id: row.tenant_id,
             agent: row.agent,
+            agent_version: row.agent_id.zip(row.agent_version),
             server_tools: row.server_tools.0,
             options: row.options.0,
             sealed_options: row.sealed_options.0,
@@ -41,7 +44,7 @@ impl From<SessionRow> for Session {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, tenant_id, agent, server_tools, options, sealed_options, \
+const SESSION_COLUMNS: &str = "id, tenant_id, agent, agent_id, agent_version, server_tools, options, sealed_options, \
                                client_tools, alias, created_at, updated_at";
 
 impl Store {
@@ -77,8 +80,9 @@ impl Store {
             }
             sqlx::query(
                 "INSERT INTO sessions (id, tenant_id, agent, server_tools, options, \
-                 sealed_options, client_tools, alias, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+                 sealed_options, client_tools, alias, created_at, updated_at, agent_id, \
+                 agent_version) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11)",
             )
             .bind(session.id)
             .bind(tenant)
@@ -89,6 +93,8 @@ impl Store {
             .bind(Json(&session.client_tools))
             .bind(&session.alias)
             .bind(Stamp(session.created_at))
+            .bind(session.agent_version.map(|(id, _)| id))
+            .bind(session.agent_version.map(|(_, v)| v))
             .execute(&mut *tx)
             .await?;
             for (position, message) in seed.iter().enumerate() {

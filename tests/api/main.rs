@@ -48,6 +48,7 @@ mod schedules;
 mod secrets;
 mod sessions;
 mod streams;
+mod tenant_agents;
 mod tenant_reports;
 mod turns;
 mod upgrade;

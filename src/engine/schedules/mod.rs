@@ -66,7 +66,7 @@ impl From<EngineError> for ScheduleError {
 pub struct NewSchedule {
     pub name: Option<String>,
     pub agent: String,
-    pub agent_version: Option<i32>,
+    pub agent_version: Option<i64>,
     pub server_tools: Option<Vec<ServerToolRef>>,
     pub options: BTreeMap<String, String>,
     pub cron: String,
@@ -130,18 +130,15 @@ impl Schedules {
         let cron = self.check_timing(&new.cron, &new.time_zone, now)?;
         check_window(new.starts_at, new.ends_at)?;
         check_catch_up(new.catch_up, new.catch_up_limit)?;
-        let config = self.check_agent(
-            &new.agent,
-            new.agent_version,
-            new.server_tools.clone(),
-            &new.options,
-        )?;
-        let agent = self
-            .engine
-            .agents
-            .get(&new.agent)
-            .expect("checked above")
-            .clone();
+        let (agent, config) = self
+            .check_agent(
+                tenant,
+                &new.agent,
+                new.agent_version,
+                new.server_tools.clone(),
+                &new.options,
+            )
+            .await?;
         agent.check_content(&new.input, "input")?;
         agent.check_input_body(&new.input, "input")?;
         let count = self.store.count_schedules(tenant).await?;
@@ -152,7 +149,13 @@ impl Schedules {
             SessionPolicy::New => None,
             SessionPolicy::Fixed => Some(
                 self.engine
-                    .create_session(tenant, &new.agent, config, Vec::new())
+                    .create_session_on_version(
+                        tenant,
+                        &new.agent,
+                        new.agent_version,
+                        config,
+                        Vec::new(),
+                    )
                     .await?
                     .id,
             ),
@@ -228,14 +231,10 @@ impl Schedules {
             schedule.time_zone = zone;
         }
         if let Some(input) = patch.input {
-            let agent = self
+            let (agent, _) = self
                 .engine
-                .agents
-                .get(&schedule.agent)
-                .ok_or_else(|| {
-                    FieldError::new("agent", self.engine.agents.unknown(&schedule.agent))
-                })?
-                .clone();
+                .agent_for_new_session(tenant, &schedule.agent, schedule.agent_version)
+                .await?;
             agent.check_content(&input, "input")?;
             agent.check_input_body(&input, "input")?;
             schedule.input = input;
@@ -256,13 +255,15 @@ impl Schedules {
             schedule.ends_at = ends_at;
         }
         if let Some(enabled) = patch.enabled {
-            if enabled && self.engine.agents.get(&schedule.agent).is_none() {
+            if enabled
+                && let Err(EngineError::Invalid(refused)) = self
+                    .engine
+                    .agent_for_new_session(tenant, &schedule.agent, schedule.agent_version)
+                    .await
+            {
                 return Err(FieldError::new(
                     "enabled",
-                    format!(
-                        "the schedule's agent `{}` no longer exists: it cannot run",
-                        schedule.agent
-                    ),
+                    format!("the schedule cannot run: {}", refused.message),
                 )
                 .into());
             }
@@ -355,25 +356,20 @@ impl Schedules {
         Ok(cron)
     }
 
-    /// The session configuration the agent accepts for the schedule's sessions.
-    fn check_agent(
+    /// The agent a schedule's sessions open (a configured agent, or the tenant's own at
+    /// `version` or its published one), and the session configuration it accepts.
+    async fn check_agent(
         &self,
+        tenant: &TenantId,
         name: &str,
-        version: Option<i32>,
+        version: Option<i64>,
         server_tools: Option<Vec<ServerToolRef>>,
         options: &BTreeMap<String, String>,
-    ) -> Result<SessionConfigRequest, FieldError> {
-        let agent = self
+    ) -> Result<(Arc<crate::agents::Agent>, SessionConfigRequest), ScheduleError> {
+        let (agent, _) = self
             .engine
-            .agents
-            .get(name)
-            .ok_or_else(|| FieldError::new("agent.name", self.engine.agents.unknown(name)))?;
-        if version.is_some() {
-            return Err(FieldError::new(
-                "agent.version",
-                format!("agent `{name}` is declared by the server and has no versions to pin"),
-            ));
-        }
+            .agent_for_new_session(tenant, name, version)
+            .await?;
         for (option, value) in options {
             let kind = agent
                 .check_option(option, value)
@@ -383,7 +379,8 @@ impl Schedules {
                     format!("agent.options.{option}"),
                     "a schedule does not store secret options: use the session policy \
                      `fixed` with a session that holds it, or the option's default",
-                ));
+                )
+                .into());
             }
         }
         let config = SessionConfigRequest {
@@ -392,7 +389,7 @@ impl Schedules {
             client_tools: None,
         };
         agent.resolve_new_session(config.clone())?;
-        Ok(config)
+        Ok((agent, config))
     }
 
     /// Records the occurrences a paused schedule slept through (the latest ones) as not

@@ -121,7 +121,17 @@ impl Schedules {
         schedule: &Schedule,
         open: &OpenOccurrence,
     ) -> Result<(SessionId, TurnId), NotNow> {
-        if self.engine.agents.get(&schedule.agent).is_none() {
+        let store_error = |e: StoreError| NotNow::Later(e.to_string());
+        let gone = match self
+            .engine
+            .agent_for_new_session(&schedule.tenant_id, &schedule.agent, schedule.agent_version)
+            .await
+        {
+            Ok(_) => None,
+            Err(EngineError::Invalid(refused)) => Some(refused.message),
+            Err(other) => return Err(NotNow::Later(other.to_string())),
+        };
+        if let Some(why) = gone {
             if let Err(error) = self
                 .store
                 .pause_agent_schedules(
@@ -134,12 +144,8 @@ impl Schedules {
             {
                 tracing::warn!(%error, "cannot pause the schedules of a missing agent");
             }
-            return Err(NotNow::Refused(
-                OccurrenceReason::AgentMissing,
-                Some(format!("agent `{}` no longer exists", schedule.agent)),
-            ));
+            return Err(NotNow::Refused(OccurrenceReason::AgentMissing, Some(why)));
         }
-        let store_error = |e: StoreError| NotNow::Later(e.to_string());
         // A turn the taken-over occurrence started already: only its record is missing.
         let running = self
             .store
@@ -178,7 +184,13 @@ impl Schedules {
                     };
                     let created = self
                         .engine
-                        .create_session(&schedule.tenant_id, &schedule.agent, config, Vec::new())
+                        .create_session_on_version(
+                            &schedule.tenant_id,
+                            &schedule.agent,
+                            schedule.agent_version,
+                            config,
+                            Vec::new(),
+                        )
                         .await
                         .map_err(|e| refusal(e, schedule.overlap))?;
                     self.store

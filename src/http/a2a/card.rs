@@ -154,11 +154,17 @@ fn card_response(req: &HttpRequest, card: &Value) -> HttpResponse {
     response.content_type("application/json").body(body)
 }
 
-pub fn agent_for(state: &AppState, name: &str) -> Result<std::sync::Arc<Agent>, A2aError> {
+/// The agent at `/a2a/{name}`: a configured one, or (for its tenant only) a tenant's own
+/// published agent. Another tenant's agent is not found.
+pub async fn agent_for(
+    state: &AppState,
+    tenant: Option<&crate::model::TenantId>,
+    name: &str,
+) -> Result<std::sync::Arc<Agent>, A2aError> {
     state
-        .agents
-        .get(name)
-        .cloned()
+        .engine
+        .find_agent(tenant, name)
+        .await?
         .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))
 }
 
@@ -176,7 +182,9 @@ pub async fn get_agent_card(
     path: web::Path<String>,
     req: HttpRequest,
 ) -> Result<HttpResponse, A2aError> {
-    let agent = agent_for(&state, &path)?;
+    // The public card names configured agents only: a tenant's agent's card is its
+    // extended card (`GET /a2a/{agent}/extendedAgentCard` with the tenant's token).
+    let agent = agent_for(&state, None, &path).await?;
     let base = crate::http::forwarded::base_url(&req, &state.settings);
     Ok(card_response(
         &req,

@@ -115,7 +115,8 @@ async fn answer(
     req: HttpRequest,
     body: Result<web::Bytes, actix_web::Error>,
 ) -> HttpResponse {
-    let agent = match card::agent_for(&state, &path) {
+    let caller = auth.as_ref().ok().map(|a| a.tenant_id);
+    let agent = match card::agent_for(&state, caller.as_ref(), &path).await {
         Ok(agent) => agent,
         Err(error) => return error.error_response(),
     };

@@ -106,7 +106,8 @@ async fn execute_op(
     op: Op,
     params: Result<Params, A2aError>,
 ) -> Result<HttpResponse, A2aError> {
-    let agent = card::agent_for(&state, agent)?;
+    let caller = auth.as_ref().ok().map(|a| a.tenant_id);
+    let agent = card::agent_for(&state, caller.as_ref(), agent).await?;
     let tenant = auth.map_err(A2aError::Http)?.tenant_id;
     let version = version_of(&req)?;
     let params = params?;

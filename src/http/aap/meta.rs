@@ -12,7 +12,8 @@ use crate::error::ApiError;
 use crate::http::openapi::schemas as doc;
 
 /// The agents this server hosts. Public unless `auth.public_meta` is false, then it takes a
-/// tenant or admin token.
+/// tenant or admin token. With a tenant's token, the tenant's own published agents follow
+/// the configured ones; without one, only the configured ones are listed.
 #[utoipa::path(get, path = "/meta", tag = "AAP",
     security((), ("tenant" = []), ("admin" = [])),
     responses(
@@ -24,10 +25,29 @@ pub async fn get_meta(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    if !state.settings.auth.public_meta {
-        crate::http::authenticate(&state, &req).await?;
-    }
-    let agents = state.agents.iter().map(|a| agent_info(a)).collect();
+    // A tenant's token adds its own published agents; without one, the configured ones.
+    // (A public `/meta` answers an unusable token as it answers none.)
+    let principal = if !state.settings.auth.public_meta {
+        Some(crate::http::authenticate(&state, &req).await?)
+    } else if req
+        .headers()
+        .contains_key(actix_web::http::header::AUTHORIZATION)
+    {
+        crate::http::authenticate(&state, &req).await.ok()
+    } else {
+        None
+    };
+    let tenant = match principal {
+        Some(crate::auth::Principal::Tenant { tenant_id, .. }) => Some(tenant_id),
+        _ => None,
+    };
+    let agents = state
+        .engine
+        .visible_agents(tenant.as_ref())
+        .await?
+        .iter()
+        .map(|a| agent_info(a))
+        .collect();
     Ok(HttpResponse::Ok().json(MetaResponse { version: 3, agents }))
 }
 

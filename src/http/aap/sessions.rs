@@ -50,7 +50,13 @@ pub async fn create_session(
     };
     let session = state
         .engine
-        .create_session(&auth.tenant_id, &request.agent.name, config, seed)
+        .create_session_on_version(
+            &auth.tenant_id,
+            &request.agent.name,
+            request.agent.version,
+            config,
+            seed,
+        )
         .await?;
     tracing::info!(session_id = %session.id, agent = %session.agent, "session created");
     Ok(HttpResponse::Created().json(CreateSessionResponse {

@@ -27,6 +27,10 @@ pub struct CreateSessionRequest {
 #[serde(deny_unknown_fields)]
 pub struct AgentConfigIn {
     pub name: String,
+    /// A tenant agent's version to run (a draft may be tried so); default: the published
+    /// one (an agentry extension).
+    #[serde(default)]
+    pub version: Option<i64>,
     #[serde(default)]
     pub tools: Option<Vec<ServerToolRef>>,
     #[serde(default)]
@@ -52,6 +56,10 @@ pub struct SessionInfo {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AgentConfigOut {
     pub name: String,
+    /// The tenant agent's version the session runs (an agentry extension; absent for a
+    /// configured agent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
     pub tools: Vec<ServerToolRef>,
     pub options: BTreeMap<String, String>,
 }
@@ -62,6 +70,7 @@ impl From<SessionView> for SessionInfo {
             session_id: view.id.to_string(),
             agent: AgentConfigOut {
                 name: view.agent,
+                version: view.agent_version,
                 tools: view.server_tools,
                 options: view.options,
             },

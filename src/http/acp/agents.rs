@@ -32,8 +32,14 @@ pub async fn list_agents(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, AcpError> {
-    auth?;
-    let agents: Vec<AgentManifest> = state.agents.iter().map(|a| manifest(a)).collect();
+    let tenant = auth?.tenant_id;
+    let agents: Vec<AgentManifest> = state
+        .engine
+        .visible_agents(Some(&tenant))
+        .await?
+        .iter()
+        .map(|a| manifest(a))
+        .collect();
     Ok(HttpResponse::Ok().json(AgentList { agents }))
 }
 
@@ -49,13 +55,17 @@ pub async fn get_agent(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, AcpError> {
-    auth?;
+    let tenant = auth?.tenant_id;
     let name = path.into_inner();
     let agent = state
-        .agents
-        .get(&name)
-        .ok_or_else(|| AcpError::not_found(format!("Agent {name}")).hint(&state.agents.listed()))?;
-    Ok(HttpResponse::Ok().json(manifest(agent)))
+        .engine
+        .find_agent(Some(&tenant), &name)
+        .await?
+        .ok_or_else(|| {
+            AcpError::not_found(format!("Agent {name}"))
+                .hint(&state.engine.platform_agents().listed())
+        })?;
+    Ok(HttpResponse::Ok().json(manifest(&agent)))
 }
 
 /// An agent's manifest.

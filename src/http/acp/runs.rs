@@ -108,9 +108,14 @@ pub async fn create_run(
     let request = parse_body(body)?;
     let agent_name = optional_str(&request, "agent_name", "agent_name")?
         .ok_or_else(|| AcpError::invalid("agent_name", "is required"))?;
-    let agent = state.agents.get(agent_name).ok_or_else(|| {
-        AcpError::not_found(format!("Agent {agent_name}")).hint(&state.agents.listed())
-    })?;
+    let agent = state
+        .engine
+        .find_agent(Some(&tenant), agent_name)
+        .await?
+        .ok_or_else(|| {
+            AcpError::not_found(format!("Agent {agent_name}"))
+                .hint(&state.engine.platform_agents().listed())
+        })?;
     let mode = parse_mode(&request)?;
     let session_id = optional_str(&request, "session_id", "session_id")?;
     let forwarded = match request.get("session") {

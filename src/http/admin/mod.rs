@@ -17,7 +17,10 @@ fn tenant_id(raw: &str) -> Result<TenantId, ApiError> {
 }
 
 /// The tenant must exist before anything of it is listed or changed.
-async fn existing_tenant(state: &crate::app::AppState, raw: &str) -> Result<TenantId, ApiError> {
+pub(crate) async fn existing_tenant(
+    state: &crate::app::AppState,
+    raw: &str,
+) -> Result<TenantId, ApiError> {
     let id = tenant_id(raw)?;
     state.store.get_tenant(&id).await.or_not_found("tenant")?;
     Ok(id)

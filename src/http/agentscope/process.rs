@@ -171,7 +171,7 @@ async fn start(
         Some(_) => return Err(ApiError::invalid("input", "must be a list of messages")),
         None => return Err(FieldError::missing("input").into()),
     };
-    let explicit_agent = choose_agent(state, path_agent, object)?;
+    let explicit_agent = choose_agent(state, &auth.tenant_id, path_agent, object).await?;
     let client_tools = parse_tools(object.get("tools"))?;
     let request_id = match object.get("id") {
         None | Some(Value::Null) => None,
@@ -265,26 +265,34 @@ async fn start(
     Ok((turn, identity, started))
 }
 
-/// The agent named by the path, else by `model` when it names one.
-fn choose_agent(
+/// The agent named by the path, else by `model` when it names one: a configured agent or
+/// one of the tenant's own.
+async fn choose_agent(
     state: &AppState,
+    tenant: &crate::model::TenantId,
     path_agent: Option<String>,
     request: &Map<String, Value>,
 ) -> Result<Option<String>, ApiError> {
     if let Some(name) = path_agent {
-        return match state.agents.get(&name) {
+        return match state.engine.find_agent(Some(tenant), &name).await? {
             Some(_) => Ok(Some(name)),
             None => Err(ApiError::new(
                 crate::error::ErrorCode::NotFound,
-                format!("agent `{name}` not found; {}", state.agents.listed()),
+                format!(
+                    "agent `{name}` not found; {}",
+                    state.engine.platform_agents().listed()
+                ),
             )),
         };
     }
-    Ok(request
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|model| state.agents.get(model).is_some())
-        .map(str::to_owned))
+    let Some(model) = request.get("model").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    Ok(state
+        .engine
+        .find_agent(Some(tenant), model)
+        .await?
+        .map(|_| model.to_owned()))
 }
 
 fn default_agent(state: &AppState) -> &str {

@@ -20,7 +20,7 @@ pub struct ScheduleAgent {
     /// A version to pin; absent: the published one. Agents declared in the server's
     /// configuration have none to pin.
     #[schema(required = false)]
-    pub version: Option<i32>,
+    pub version: Option<i64>,
     /// Server tools enabled in its sessions, as `POST /sessions` takes them.
     #[schema(required = false)]
     pub tools: Option<Vec<ServerToolRef>>,

@@ -289,3 +289,63 @@ async fn occurrences_are_told_to_webhooks_and_a_deleted_tenant_stops_its_schedul
     let left = app.db.scalar("SELECT COUNT(*) FROM schedules").await;
     assert_eq!(left, "0");
 }
+
+#[tokio::test]
+async fn a_schedule_pins_a_tenant_agents_version_and_stops_when_the_agent_is_deleted() {
+    let extra = format!("{FAST}[[connections]]\nname = \"local\"\nprovider = \"echo\"\n");
+    let app = spawn_app_on(Arc::new(TestDb::new().await), &extra).await;
+    let (_, token) = app.new_tenant().await;
+    let created = app
+        .post(
+            "/agents",
+            &token,
+            json!({"name": "mine", "connection": "local"}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let published = app
+        .post("/agents/mine/publish", &token, json!({"version": 1}))
+        .await;
+    assert_eq!(published.status, 200, "{}", published.text);
+
+    let missing = app
+        .post(
+            "/schedules",
+            &token,
+            json!({"agent": {"name": "mine", "version": 5}, "cron": "0 9 * * *", "input": "hi"}),
+        )
+        .await;
+    assert_eq!(missing.status, 400, "{}", missing.text);
+    assert_eq!(missing.body["error"]["field"], "agent.version");
+
+    let schedule = create(
+        &app,
+        &token,
+        json!({"agent": {"name": "mine", "version": 1}, "cron": "0 9 * * *", "input": "hi"}),
+    )
+    .await;
+    assert_eq!(schedule["agent"]["version"], 1);
+    let id = schedule["id"].as_str().unwrap();
+    let run = run_now(&app, &token, id).await;
+    assert_eq!(run["status"], "started", "{run}");
+
+    let deleted = app.delete("/agents/mine", &token).await;
+    assert!(deleted.status.is_success(), "{}", deleted.text);
+    let stopped = app.get(&format!("/schedules/{id}"), &token).await;
+    assert_eq!(stopped.body["enabled"], false, "{}", stopped.text);
+    assert_eq!(stopped.body["paused_reason"], "agent_missing");
+    assert_eq!(stopped.body["next_at"], Value::Null);
+    let resumed = app
+        .patch(
+            &format!("/schedules/{id}"),
+            &token,
+            json!({"enabled": true}),
+        )
+        .await;
+    assert_eq!(resumed.status, 400, "{}", resumed.text);
+    assert_eq!(resumed.body["error"]["field"], "enabled");
+    // Run now records why nothing started.
+    let refused = run_now(&app, &token, id).await;
+    assert_eq!(refused["status"], "not_started", "{refused}");
+    assert_eq!(refused["reason"], "agent_missing");
+}

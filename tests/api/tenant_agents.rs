@@ -1,0 +1,650 @@
+//! Tenants' own agents: versions, publish and rollback, sessions pinned to the version
+//! they were opened on, optimistic concurrency, isolation on every face, and the rules of
+//! `[[agents]]` and of the operator applied to them.
+
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, TestDb, spawn_app_on, user};
+use crate::scripted::{Reply, ScriptedOpenAi, finish, text};
+
+/// A connection to the scripted model API, and one that needs no network.
+fn connections(server: &ScriptedOpenAi) -> String {
+    format!(
+        "[[connections]]\nname = \"scripted\"\nprovider = \"openai\"\nbase_url = \"{}\"\n\
+         api_key = \"sk-operator-secret\"\nmodels = [\"m1\", \"m2\"]\ntimeout_seconds = 5\n\
+         max_retries = 0\n\n\
+         [[connections]]\nname = \"local\"\nprovider = \"echo\"\n",
+        server.url
+    )
+}
+
+async fn app_with(server: &ScriptedOpenAi) -> TestApp {
+    spawn_app_on(Arc::new(TestDb::new().await), &connections(server)).await
+}
+
+fn helper(prompt: &str) -> Value {
+    json!({
+        "name": "helper",
+        "title": "Helper",
+        "connection": "scripted",
+        "model": "m1",
+        "system_prompt": prompt,
+    })
+}
+
+fn answer() -> Reply {
+    Reply::Stream(vec![text("ok"), finish("stop")])
+}
+
+/// Runs a turn on the session and returns the system prompt the model was sent.
+async fn prompt_of_turn(
+    app: &TestApp,
+    token: &str,
+    session: &str,
+    server: &ScriptedOpenAi,
+) -> String {
+    let before = server.requests().len();
+    server.push(answer());
+    let reply = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            token,
+            json!({"messages": [user("hi")]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    let requests = server.requests();
+    assert_eq!(requests.len(), before + 1);
+    let body = &requests.last().unwrap().body;
+    body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn publish(app: &TestApp, token: &str, name: &str, version: i64) -> crate::helpers::Reply {
+    app.post(
+        &format!("/agents/{name}/publish"),
+        token,
+        json!({"version": version}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_tenant_agent_lives_through_versions_publish_and_rollback() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+
+    let created = app.post("/agents", &token, helper("prompt one")).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    assert_eq!(created.body["latest_version"], 1);
+    assert_eq!(created.body["published_version"], Value::Null);
+    assert!(
+        created.body["version"]["created_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("tok_")
+    );
+    assert!(!created.text.contains("sk-operator-secret"));
+
+    // A draft only: no session by name yet.
+    let early = app
+        .post("/sessions", &token, json!({"agent": {"name": "helper"}}))
+        .await;
+    assert_eq!(early.status, StatusCode::BAD_REQUEST, "{}", early.text);
+
+    assert_eq!(
+        publish(&app, &token, "helper", 1).await.status,
+        StatusCode::OK
+    );
+    let first = app
+        .create_session(&token, json!({"agent": {"name": "helper"}}))
+        .await;
+    assert_eq!(
+        prompt_of_turn(&app, &token, &first, &server).await,
+        "prompt one"
+    );
+    let read = app.get(&format!("/sessions/{first}"), &token).await;
+    assert_eq!(read.body["agent"]["version"], 1, "{}", read.text);
+
+    // v2 is a draft: the open session and new ones still run v1.
+    let updated = app
+        .request(
+            Method::PUT,
+            "/agents/helper",
+            Some(&token),
+            Some(&helper("prompt two")),
+        )
+        .await;
+    assert_eq!(updated.status, StatusCode::OK, "{}", updated.text);
+    assert_eq!(updated.body["latest_version"], 2);
+    assert_eq!(updated.body["published_version"], 1);
+    assert_eq!(
+        prompt_of_turn(&app, &token, &first, &server).await,
+        "prompt one"
+    );
+
+    // A draft may be tried explicitly.
+    let trial = app
+        .create_session(&token, json!({"agent": {"name": "helper", "version": 2}}))
+        .await;
+    assert_eq!(
+        prompt_of_turn(&app, &token, &trial, &server).await,
+        "prompt two"
+    );
+
+    // Publishing v2 changes new sessions only.
+    assert_eq!(
+        publish(&app, &token, "helper", 2).await.status,
+        StatusCode::OK
+    );
+    let second = app
+        .create_session(&token, json!({"agent": {"name": "helper"}}))
+        .await;
+    assert_eq!(
+        prompt_of_turn(&app, &token, &second, &server).await,
+        "prompt two"
+    );
+    assert_eq!(
+        prompt_of_turn(&app, &token, &first, &server).await,
+        "prompt one"
+    );
+
+    // Rollback: publish v1 again.
+    assert_eq!(
+        publish(&app, &token, "helper", 1).await.status,
+        StatusCode::OK
+    );
+    let third = app
+        .create_session(&token, json!({"agent": {"name": "helper"}}))
+        .await;
+    assert_eq!(
+        prompt_of_turn(&app, &token, &third, &server).await,
+        "prompt one"
+    );
+    assert_eq!(
+        prompt_of_turn(&app, &token, &second, &server).await,
+        "prompt two"
+    );
+
+    // The versions and one of them, read back.
+    let versions = app.get("/agents/helper/versions", &token).await;
+    assert_eq!(versions.status, StatusCode::OK, "{}", versions.text);
+    let numbers: Vec<i64> = versions.body["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(numbers, [2, 1]);
+    let v2 = app.get("/agents/helper/versions/2", &token).await;
+    assert_eq!(v2.body["version"]["spec"]["system_prompt"], "prompt two");
+    let listed = app.get("/agents", &token).await;
+    assert_eq!(
+        listed.body["agents"][0]["name"], "helper",
+        "{}",
+        listed.text
+    );
+
+    // Archived: no new sessions; the open ones go on.
+    let archived = app.post("/agents/helper/archive", &token, json!({})).await;
+    assert_eq!(archived.status, StatusCode::OK, "{}", archived.text);
+    let refused = app
+        .post("/sessions", &token, json!({"agent": {"name": "helper"}}))
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text);
+    assert!(refused.text.contains("archived"), "{}", refused.text);
+    assert_eq!(
+        prompt_of_turn(&app, &token, &third, &server).await,
+        "prompt one"
+    );
+    let restored = app.post("/agents/helper/restore", &token, json!({})).await;
+    assert_eq!(restored.status, StatusCode::OK);
+
+    // Deleted: gone, and its name is free again.
+    assert_eq!(
+        app.delete("/agents/helper", &token).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        app.get("/agents/helper", &token).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn a_stale_if_match_is_refused_and_changes_nothing() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let created = app.post("/agents", &token, helper("one")).await;
+    let etag = created.headers["etag"].to_str().unwrap().to_owned();
+
+    // Someone else changes the agent.
+    let other = app
+        .request(
+            Method::PUT,
+            "/agents/helper",
+            Some(&token),
+            Some(&helper("two")),
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::OK);
+
+    let stale = app
+        .client
+        .put(app.url("/agents/helper"))
+        .bearer_auth(&token)
+        .header("If-Match", &etag)
+        .json(&helper("three"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), StatusCode::PRECONDITION_FAILED);
+    let body: Value = stale.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "precondition_failed");
+    let publish_stale = app
+        .client
+        .post(app.url("/agents/helper/publish"))
+        .bearer_auth(&token)
+        .header("If-Match", &etag)
+        .json(&json!({"version": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(publish_stale.status(), StatusCode::PRECONDITION_FAILED);
+
+    let read = app.get("/agents/helper", &token).await;
+    assert_eq!(read.body["latest_version"], 2);
+    assert_eq!(read.body["published_version"], Value::Null);
+    assert_eq!(read.body["version"]["spec"]["system_prompt"], "two");
+
+    // The current ETag is accepted.
+    let current = read.headers["etag"].to_str().unwrap().to_owned();
+    let fresh = app
+        .client
+        .put(app.url("/agents/helper"))
+        .bearer_auth(&token)
+        .header("If-Match", &current)
+        .json(&helper("three"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fresh.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn another_tenants_agent_is_not_found_on_every_face() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, owner) = app.new_tenant().await;
+    let (_, other) = app.new_tenant().await;
+    let mut body = helper("mine");
+    body["name"] = json!("private-one");
+    assert_eq!(
+        app.post("/agents", &owner, body).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        publish(&app, &owner, "private-one", 1).await.status,
+        StatusCode::OK
+    );
+
+    // The owner sees it everywhere.
+    let meta = app.get("/meta", &owner).await;
+    assert!(meta.text.contains("private-one"), "{}", meta.text);
+    assert!(
+        app.get("/acp/agents", &owner)
+            .await
+            .text
+            .contains("private-one")
+    );
+    assert_eq!(
+        app.get("/acp/agents/private-one", &owner).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.get("/a2a/private-one/extendedAgentCard", &owner)
+            .await
+            .status,
+        StatusCode::OK
+    );
+
+    // Nobody else does.
+    let anonymous = app.request(Method::GET, "/meta", None, None).await;
+    assert!(!anonymous.text.contains("private-one"));
+    assert!(!app.get("/meta", &other).await.text.contains("private-one"));
+    assert!(
+        !app.get("/acp/agents", &other)
+            .await
+            .text
+            .contains("private-one")
+    );
+    assert_eq!(
+        app.get("/acp/agents/private-one", &other).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        app.get("/agents/private-one", &other).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        app.get("/agents/private-one/versions", &other).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        publish(&app, &other, "private-one", 1).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert!(
+        !app.get("/agents", &other)
+            .await
+            .text
+            .contains("private-one")
+    );
+    assert_eq!(
+        app.request(
+            Method::GET,
+            "/a2a/private-one/.well-known/agent-card.json",
+            None,
+            None
+        )
+        .await
+        .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        app.get("/a2a/private-one/.well-known/agent-card.json", &owner)
+            .await
+            .status,
+        StatusCode::NOT_FOUND,
+        "the public card names configured agents only"
+    );
+    assert_eq!(
+        app.get("/a2a/private-one/extendedAgentCard", &other)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let session = app
+        .post(
+            "/sessions",
+            &other,
+            json!({"agent": {"name": "private-one"}}),
+        )
+        .await;
+    assert_eq!(session.status, StatusCode::BAD_REQUEST, "{}", session.text);
+    assert!(session.text.contains("unknown agent"), "{}", session.text);
+    let acp = app
+        .post(
+            "/acp/runs",
+            &other,
+            json!({"agent_name": "private-one", "input": [{"role": "user", "parts": [{"content_type": "text/plain", "content": "hi"}]}]}),
+        )
+        .await;
+    assert_eq!(acp.status, StatusCode::NOT_FOUND, "{}", acp.text);
+    let scope = app
+        .post(
+            "/agentscope/agents/private-one/process",
+            &other,
+            json!({"input": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}),
+        )
+        .await;
+    // AgentScope answers an error in its own body.
+    assert!(scope.text.contains("\"not_found\""), "{}", scope.text);
+    let a2a = app
+        .post(
+            "/a2a/private-one/message:send",
+            &other,
+            json!({"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hi"}]}}),
+        )
+        .await;
+    assert_eq!(a2a.status, StatusCode::NOT_FOUND, "{}", a2a.text);
+
+    // The owner reaches it through AgentScope too.
+    server.push(answer());
+    let mine = app
+        .post(
+            "/agentscope/agents/private-one/process",
+            &owner,
+            json!({"input": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "stream": false}),
+        )
+        .await;
+    assert_eq!(mine.status, StatusCode::OK, "{}", mine.text);
+}
+
+#[tokio::test]
+async fn a_configured_agents_name_cannot_be_taken() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let mut body = helper("x");
+    body["name"] = json!("echo");
+    let reply = app.post("/agents", &token, body).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.text);
+    assert!(reply.text.contains("configured agent"), "{}", reply.text);
+    // Two of the tenant's own with one name: a conflict too.
+    assert_eq!(
+        app.post("/agents", &token, helper("x")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        app.post("/agents", &token, helper("x")).await.status,
+        StatusCode::CONFLICT
+    );
+    // Another tenant may use the name.
+    let (_, other) = app.new_tenant().await;
+    assert_eq!(
+        app.post("/agents", &other, helper("x")).await.status,
+        StatusCode::CREATED
+    );
+}
+
+#[tokio::test]
+async fn what_the_operator_does_not_allow_is_refused_naming_the_field() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let cases = [
+        (
+            json!({"name": "a", "connection": "nope", "model": "m1"}),
+            "/connection",
+            "unknown connection `nope`",
+        ),
+        (
+            json!({"name": "a", "connection": "scripted", "model": "gpt-9"}),
+            "/model",
+            "offers the models",
+        ),
+        (
+            json!({"name": "a", "connection": "scripted", "model": "m1", "tools": [{"name": "http_fetch"}]}),
+            "/tools/0/name",
+            "not allowed for tenant agents",
+        ),
+        // A tenant never sets a URL or a key agentry uses.
+        (
+            json!({"name": "a", "connection": "scripted", "model": "m1", "base_url": "http://attacker.example"}),
+            "/base_url",
+            "unknown field `base_url`",
+        ),
+        (
+            json!({"name": "a", "connection": "scripted", "model": "m1", "api_key": "x"}),
+            "/api_key",
+            "unknown field `api_key`",
+        ),
+        (
+            json!({"name": "a", "provider": "openai", "connection": "scripted", "model": "m1"}),
+            "/provider",
+            "unknown field `provider`",
+        ),
+        (
+            json!({"name": "a", "connection": "local", "options": [{"name": "k", "type": "secret", "default": "s3cret"}]}),
+            "/options/0/default",
+            "has no default",
+        ),
+        (
+            json!({"name": "a", "connection": "local", "system_prompt": "x".repeat(40_000)}),
+            "/system_prompt",
+            "tenant_agents.max_prompt_bytes",
+        ),
+    ];
+    for (body, field, message) in cases {
+        let reply = app.post("/agents", &token, body.clone()).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{body}: {}",
+            reply.text
+        );
+        assert_eq!(
+            reply.body["error"]["field"], field,
+            "{body}: {}",
+            reply.text
+        );
+        assert!(reply.text.contains(message), "{body}: {}", reply.text);
+    }
+    // Nothing was stored.
+    let listed = app.get("/agents", &token).await;
+    assert_eq!(listed.body["agents"], json!([]), "{}", listed.text);
+}
+
+/// Invalid agents, each refused by `agentry config check` (as an `[[agents]]` entry) and
+/// by the API (as a tenant agent) with the same message, naming the same field.
+#[tokio::test]
+async fn config_check_and_the_api_refuse_the_same_agents_alike() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    // (TOML keys of the agent, the same as JSON, the dotted key, the pointer)
+    let cases: [(&str, Value, &str, &str); 6] = [
+        (
+            "system_prompt = \"Hi {{options.who}}\"",
+            json!({"system_prompt": "Hi {{options.who}}"}),
+            "agents[1].system_prompt",
+            "/system_prompt",
+        ),
+        (
+            "max_steps = 0",
+            json!({"max_steps": 0}),
+            "agents[1].max_steps",
+            "/max_steps",
+        ),
+        (
+            "history = { types = [] }",
+            json!({"history": {"types": []}}),
+            "agents[1].history.types",
+            "/history/types",
+        ),
+        (
+            "options = [{ name = \"s\", type = \"select\", options = [\"a\"], default = \"b\" }]",
+            json!({"options": [{"name": "s", "type": "select", "options": ["a"], "default": "b"}]}),
+            "agents[1].options[0].default",
+            "/options/0/default",
+        ),
+        (
+            "options = [{ name = \"t\", type = \"text\" }, { name = \"t\", type = \"text\" }]",
+            json!({"options": [{"name": "t", "type": "text"}, {"name": "t", "type": "text"}]}),
+            "agents[1].options[1].name",
+            "/options/1/name",
+        ),
+        (
+            "input_schema = [{ name = \"[bad\", content_type = \"text/plain\" }]",
+            json!({"input_schema": [{"name": "[bad", "content_type": "text/plain"}]}),
+            "agents[1].input_schema[0].name",
+            "/input_schema/0/name",
+        ),
+    ];
+    for (toml, json_keys, key, pointer) in cases {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            file.path(),
+            format!(
+                "[[agents]]\nname = \"echo\"\nprovider = \"echo\"\n\n\
+                 [[agents]]\nname = \"bad\"\nprovider = \"echo\"\n{toml}\n"
+            ),
+        )
+        .unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_agentry"))
+            .args(["config", "check", "--config"])
+            .arg(file.path())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{toml}");
+        let printed = String::from_utf8_lossy(&output.stderr).into_owned()
+            + &String::from_utf8_lossy(&output.stdout);
+        let prefix = format!("invalid configuration at `{key}`: ");
+        let start = printed
+            .find(&prefix)
+            .unwrap_or_else(|| panic!("{toml}: {printed}"));
+        let config_message = printed[start + prefix.len()..]
+            .lines()
+            .next()
+            .unwrap()
+            .trim();
+
+        let mut body = json!({"name": "bad", "connection": "local"});
+        for (k, v) in json_keys.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let reply = app.post("/agents", &token, body).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{toml}: {}",
+            reply.text
+        );
+        assert_eq!(
+            reply.body["error"]["field"], pointer,
+            "{toml}: {}",
+            reply.text
+        );
+        assert_eq!(
+            reply.body["error"]["message"],
+            format!("{pointer}: {config_message}"),
+            "{toml}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_admin_manages_a_tenants_agents_and_deleting_the_tenant_deletes_them() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (tenant, token) = app.new_tenant().await;
+    let admin = app.admin_token.clone();
+    let base = format!("/admin/tenants/{tenant}/agents");
+    let created = app.post(&base, &admin, helper("by admin")).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    assert_eq!(created.body["version"]["created_by"], "admin");
+    let published = app
+        .post(
+            &format!("{base}/helper/publish"),
+            &admin,
+            json!({"version": 1}),
+        )
+        .await;
+    assert_eq!(published.status, StatusCode::OK, "{}", published.text);
+    // The tenant sees what the admin made.
+    assert_eq!(
+        app.get("/agents/helper", &token).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.get(&base, &admin).await.body["agents"][0]["name"],
+        "helper"
+    );
+
+    assert_eq!(
+        app.delete(&format!("/admin/tenants/{tenant}"), &admin)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    let left = app.db.scalar("SELECT COUNT(*) FROM tenant_agents").await;
+    assert_eq!(left, "0");
+}
