@@ -138,6 +138,22 @@ impl Engine {
         Ok(self.catalog.build(&id, &session.agent, &version).ok())
     }
 
+    /// The session's agent when it is at hand without the database: its configured agent,
+    /// or its tenant agent's version if this process built it (else `None`; see
+    /// [`Engine::agent_of`]).
+    pub fn agent_at_hand(&self, session: &Session) -> Option<Arc<Agent>> {
+        match session.agent_version {
+            None => self.catalog.platform.get(&session.agent).cloned(),
+            Some(key) => self
+                .catalog
+                .built
+                .lock()
+                .expect("catalog lock")
+                .get(&key)
+                .cloned(),
+        }
+    }
+
     /// The agents the tenant may open sessions on (`None`: an anonymous caller, who sees
     /// the configured agents): the configured ones, then its published, unarchived ones.
     pub async fn visible_agents(

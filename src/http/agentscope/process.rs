@@ -357,8 +357,8 @@ fn identity_of(state: &AppState, session: &Session, turn: &Turn) -> ResponseIden
         .and_then(|k| unscoped_key(SCOPE, k))
         .map_or_else(|| turn.id.to_string(), str::to_owned);
     let mcp_tools = state
-        .agents
-        .get(&session.agent)
+        .engine
+        .agent_at_hand(session)
         .map(|agent| agent.mcp_tool_patterns())
         .unwrap_or_default();
     ResponseIdentity {
