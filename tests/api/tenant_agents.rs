@@ -895,3 +895,69 @@ async fn a_tenant_agents_sessions_are_served_on_every_face() {
     assert_eq!(a2a.status, StatusCode::OK, "{}", a2a.text);
     assert!(a2a.text.contains("via a2a"), "{}", a2a.text);
 }
+
+/// A configured agent the operator limits to some tenants (`tenants = […]`) is theirs
+/// only: other tenants and anonymous callers never see it, and another tenant may name an
+/// agent of its own so.
+#[tokio::test]
+async fn a_configured_agent_limited_to_some_tenants_is_theirs_only() {
+    let app = spawn_app_on(Arc::new(TestDb::new().await), "").await;
+    let (a, a_token) = app.new_tenant().await;
+    let (_, b_token) = app.new_tenant().await;
+    let db = app.stop().await;
+    let config = format!(
+        "[[agents]]\nname = \"echo\"\nprovider = \"echo\"\n\n\
+         [[agents]]\nname = \"vip\"\nprovider = \"echo\"\ntenants = [\"{a}\"]\n\n\
+         [[connections]]\nname = \"local\"\nprovider = \"echo\"\n"
+    );
+    let app = spawn_app_on(db, &config).await;
+
+    assert!(app.get("/meta", &a_token).await.text.contains("\"vip\""));
+    app.create_session(&a_token, json!({"agent": {"name": "vip"}}))
+        .await;
+    let mine = app
+        .post(
+            "/agents",
+            &a_token,
+            json!({"name": "vip", "connection": "local"}),
+        )
+        .await;
+    assert_eq!(mine.status, StatusCode::CONFLICT, "{}", mine.text);
+
+    assert!(!app.get("/meta", &b_token).await.text.contains("\"vip\""));
+    let anonymous = app.request(Method::GET, "/meta", None, None).await;
+    assert!(!anonymous.text.contains("\"vip\""), "{}", anonymous.text);
+    assert!(anonymous.text.contains("\"echo\""), "{}", anonymous.text);
+    let refused = app
+        .post("/sessions", &b_token, json!({"agent": {"name": "vip"}}))
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text);
+    let listing = refused
+        .text
+        .split("the agents here")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(!listing.contains("vip"), "{}", refused.text);
+    assert_eq!(
+        app.get("/acp/agents/vip", &b_token).await.status,
+        StatusCode::NOT_FOUND
+    );
+    // B's own `vip` is B's.
+    let own = app
+        .post(
+            "/agents",
+            &b_token,
+            json!({"name": "vip", "connection": "local"}),
+        )
+        .await;
+    assert_eq!(own.status, StatusCode::CREATED, "{}", own.text);
+    assert_eq!(
+        publish(&app, &b_token, "vip", 1).await.status,
+        StatusCode::OK
+    );
+    let session = app
+        .create_session(&b_token, json!({"agent": {"name": "vip"}}))
+        .await;
+    let read = app.get(&format!("/sessions/{session}"), &b_token).await;
+    assert_eq!(read.body["agent"]["version"], 1, "{}", read.text);
+}

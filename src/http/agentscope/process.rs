@@ -280,7 +280,7 @@ async fn choose_agent(
                 crate::error::ErrorCode::NotFound,
                 format!(
                     "agent `{name}` not found; {}",
-                    state.engine.platform_agents().listed()
+                    state.engine.agents_listed(Some(tenant))
                 ),
             )),
         };
