@@ -13,6 +13,10 @@ use crate::model::{TenantId, TenantStatus};
 use crate::store::Page;
 use crate::telemetry;
 
+mod schedules;
+
+pub use schedules::SchedulesCommand;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "agentry",
@@ -45,6 +49,69 @@ pub enum Command {
     Admin {
         #[command(subcommand)]
         command: AdminCommand,
+    },
+    /// List tenants' schedules and their run history (prints JSON).
+    Schedules {
+        #[command(subcommand)]
+        command: SchedulesCommand,
+    },
+    /// Manage tenants' own agents directly in the database (prints JSON), as
+    /// `/admin/tenants/{id}/agents` does.
+    Agents {
+        #[command(subcommand)]
+        command: AgentsCommand,
+    },
+}
+
+/// Where a command takes a tenant, its name or its id (`acme` or `ten_…`). Versions made
+/// here are recorded as made by `admin`.
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// List a tenant's agents.
+    List { tenant: String },
+    /// Show an agent with its newest version (or `--version N`).
+    Show {
+        tenant: String,
+        name: String,
+        #[arg(long)]
+        version: Option<i64>,
+    },
+    /// Create an agent from a JSON file (the body of `POST /agents`): its version 1.
+    Create {
+        tenant: String,
+        /// The agent as JSON (`-`: standard input).
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Make an agent's next version from a JSON file (the body of `PUT /agents/{name}`).
+    Update {
+        tenant: String,
+        name: String,
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// Refuse if the agent's revision (its ETag) is no longer this.
+        #[arg(long, value_name = "REVISION")]
+        if_match: Option<i64>,
+    },
+    /// List an agent's kept versions, newest first.
+    Versions { tenant: String, name: String },
+    /// Publish a kept version (an older one: a rollback).
+    Publish {
+        tenant: String,
+        name: String,
+        version: i64,
+    },
+    /// Archive an agent: no new sessions; its sessions go on.
+    Archive { tenant: String, name: String },
+    /// Restore an archived agent.
+    Restore { tenant: String, name: String },
+    /// Delete an agent and its versions.
+    Delete {
+        tenant: String,
+        name: String,
+        /// Confirm the deletion; without it nothing is deleted.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -189,6 +256,8 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Serve => serve(settings).await,
         Command::Migrate => migrate(settings).await,
         Command::Admin { command } => admin(settings, command).await,
+        Command::Schedules { command } => schedules_command(settings, command).await,
+        Command::Agents { command } => agents(settings, command).await,
         Command::Config { .. } => unreachable!("handled above"),
     };
     crate::traces::shutdown();
@@ -205,6 +274,13 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let app = App::build(settings).await?;
     app.run_until_stopped().await?;
     Ok(())
+}
+
+async fn schedules_command(settings: Settings, command: SchedulesCommand) -> anyhow::Result<()> {
+    let state = AppState::init(settings).await?;
+    let result = schedules::run(&state, command).await;
+    state.store().close().await;
+    result
 }
 
 async fn migrate(settings: Settings) -> anyhow::Result<()> {
@@ -249,6 +325,116 @@ async fn all_tenants(state: &AppState) -> anyhow::Result<Vec<crate::model::Tenan
             return Ok(tenants);
         }
     }
+}
+
+/// A JSON file, or standard input for `-`.
+fn read_json(file: &std::path::Path) -> anyhow::Result<serde_json::Value> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?
+    };
+    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", file.display()))
+}
+
+async fn agents(settings: Settings, command: AgentsCommand) -> anyhow::Result<()> {
+    const BY: &str = "admin";
+    let state = AppState::init(settings).await?;
+    let engine = state.engine();
+    let refused = |e: crate::engine::AgentError| anyhow::anyhow!(e.to_string());
+    let archiving = matches!(command, AgentsCommand::Archive { .. });
+    let body = |found: crate::engine::AgentWithVersion| serde_json::json!({"agent": found.agent, "version": found.version});
+    match command {
+        AgentsCommand::List { tenant } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let mut agents = Vec::new();
+            let mut after = None;
+            loop {
+                let (batch, more) = engine
+                    .list_agents(&tenant, Page { after, limit: 200 })
+                    .await
+                    .map_err(refused)?;
+                after = batch.last().map(|a| a.id.to_uuid());
+                agents.extend(batch);
+                if !more {
+                    break;
+                }
+            }
+            print_json(&agents);
+        }
+        AgentsCommand::Show {
+            tenant,
+            name,
+            version,
+        } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let found = match version {
+                Some(number) => engine.get_agent_version(&tenant, &name, number).await,
+                None => engine.get_agent(&tenant, &name).await,
+            }
+            .map_err(refused)?;
+            print_json(&body(found));
+        }
+        AgentsCommand::Create { tenant, file } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let made = engine
+                .create_agent(&tenant, read_json(&file)?, BY)
+                .await
+                .map_err(refused)?;
+            print_json(&body(made));
+        }
+        AgentsCommand::Update {
+            tenant,
+            name,
+            file,
+            if_match,
+        } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let made = engine
+                .update_agent(&tenant, &name, read_json(&file)?, if_match, BY)
+                .await
+                .map_err(refused)?;
+            print_json(&body(made));
+        }
+        AgentsCommand::Versions { tenant, name } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let (_, versions, _) = engine
+                .list_agent_versions(&tenant, &name, None, u32::MAX - 1)
+                .await
+                .map_err(refused)?;
+            print_json(&versions);
+        }
+        AgentsCommand::Publish {
+            tenant,
+            name,
+            version,
+        } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let agent = engine
+                .publish_agent(&tenant, &name, version, None)
+                .await
+                .map_err(refused)?;
+            print_json(&agent);
+        }
+        AgentsCommand::Archive { tenant, name } | AgentsCommand::Restore { tenant, name } => {
+            let tenant = tenant_arg(&state, &tenant).await?;
+            let agent = engine
+                .archive_agent(&tenant, &name, archiving, None)
+                .await
+                .map_err(refused)?;
+            print_json(&agent);
+        }
+        AgentsCommand::Delete { tenant, name, yes } => {
+            if !yes {
+                anyhow::bail!("deleting an agent deletes its versions: add --yes to confirm");
+            }
+            let tenant = tenant_arg(&state, &tenant).await?;
+            engine.delete_agent(&tenant, &name).await.map_err(refused)?;
+            print_json(&serde_json::json!({"deleted": name}));
+        }
+    }
+    Ok(())
 }
 
 async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> {

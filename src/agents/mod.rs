@@ -137,6 +137,13 @@ impl Agent {
         &self.settings
     }
 
+    /// Whether a caller sees the agent: a configured agent limited to some tenants is
+    /// visible to them only (never to an anonymous caller).
+    pub fn visible_to(&self, tenant: Option<&crate::model::TenantId>) -> bool {
+        let only = &self.settings.tenants;
+        only.is_empty() || tenant.is_some_and(|t| only.iter().any(|o| *o == t.to_string()))
+    }
+
     /// The message bodies the agent accepts (empty: any).
     pub fn input_schema(&self) -> &BodySchema {
         &self.input_schema

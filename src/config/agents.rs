@@ -44,6 +44,10 @@ pub struct AgentSettings {
     /// Most model calls in one turn; a model still calling tools then is stopped.
     #[serde(default = "default_max_steps")]
     pub max_steps: usize,
+    /// The tenants (ids) that see and use the agent; empty: every tenant, and anonymous
+    /// callers of `/meta` and the public A2A card.
+    #[serde(default)]
+    pub tenants: Vec<String>,
 }
 
 fn default_max_steps() -> usize {
@@ -230,6 +234,14 @@ impl AgentSettings {
                         ),
                     ));
                 }
+            }
+        }
+        for (j, tenant) in self.tenants.iter().enumerate() {
+            if tenant.parse::<crate::model::TenantId>().is_err() {
+                return Err(ConfigError::new(
+                    format!("{at}.tenants[{j}]"),
+                    format!("`{tenant}` is not a tenant id (`ten_…`)"),
+                ));
             }
         }
         if self.max_steps == 0 {

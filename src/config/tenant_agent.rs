@@ -180,6 +180,7 @@ impl AgentSpec {
             input_schema: self.input_schema.clone(),
             output_schema: self.output_schema.clone(),
             max_steps: self.max_steps.unwrap_or(16),
+            tenants: Vec::new(),
         };
         // The rules of `[[agents]]`, word for word.
         settings.validate("", policy.mcp_servers)?;

@@ -115,9 +115,28 @@ impl Catalog {
 }
 
 impl Engine {
-    /// The configured agents, visible to every tenant.
-    pub fn platform_agents(&self) -> &Agents {
-        &self.catalog.platform
+    /// The configured agent of this name the caller sees.
+    fn platform_agent(&self, tenant: Option<&TenantId>, name: &str) -> Option<&Arc<Agent>> {
+        self.catalog
+            .platform
+            .get(name)
+            .filter(|agent| agent.visible_to(tenant))
+    }
+
+    /// The configured agents the caller sees, for a message: `the agents here: `echo``.
+    pub fn agents_listed(&self, tenant: Option<&TenantId>) -> String {
+        let names: Vec<String> = self
+            .catalog
+            .platform
+            .iter()
+            .filter(|a| a.visible_to(tenant))
+            .map(|a| format!("`{}`", a.name()))
+            .collect();
+        if names.is_empty() {
+            "this server serves no agents".to_owned()
+        } else {
+            format!("the agents here: {}", names.join(", "))
+        }
     }
 
     /// The agent a session runs: its configured agent, or the tenant agent's version it
@@ -138,13 +157,35 @@ impl Engine {
         Ok(self.catalog.build(&id, &session.agent, &version).ok())
     }
 
+    /// The session's agent when it is at hand without the database: its configured agent,
+    /// or its tenant agent's version if this process built it (else `None`; see
+    /// [`Engine::agent_of`]).
+    pub fn agent_at_hand(&self, session: &Session) -> Option<Arc<Agent>> {
+        match session.agent_version {
+            None => self.catalog.platform.get(&session.agent).cloned(),
+            Some(key) => self
+                .catalog
+                .built
+                .lock()
+                .expect("catalog lock")
+                .get(&key)
+                .cloned(),
+        }
+    }
+
     /// The agents the tenant may open sessions on (`None`: an anonymous caller, who sees
     /// the configured agents): the configured ones, then its published, unarchived ones.
     pub async fn visible_agents(
         &self,
         tenant: Option<&TenantId>,
     ) -> Result<Vec<Arc<Agent>>, EngineError> {
-        let mut agents: Vec<Arc<Agent>> = self.catalog.platform.iter().cloned().collect();
+        let mut agents: Vec<Arc<Agent>> = self
+            .catalog
+            .platform
+            .iter()
+            .filter(|a| a.visible_to(tenant))
+            .cloned()
+            .collect();
         let Some(tenant) = tenant else {
             return Ok(agents);
         };
@@ -163,7 +204,7 @@ impl Engine {
         tenant: Option<&TenantId>,
         name: &str,
     ) -> Result<Option<Arc<Agent>>, EngineError> {
-        if let Some(agent) = self.catalog.platform.get(name) {
+        if let Some(agent) = self.platform_agent(tenant, name) {
             return Ok(Some(agent.clone()));
         }
         let Some(tenant) = tenant else {
@@ -205,7 +246,7 @@ impl Engine {
         name: &str,
         version: Option<i64>,
     ) -> Result<(Arc<Agent>, Option<(AgentId, i64)>), EngineError> {
-        if let Some(agent) = self.catalog.platform.get(name) {
+        if let Some(agent) = self.platform_agent(Some(tenant), name) {
             if version.is_some() {
                 return Err(FieldError::new(
                     "agent.version",
@@ -218,9 +259,14 @@ impl Engine {
         let agent = match self.store.get_tenant_agent(tenant, name).await {
             Ok(agent) => agent,
             Err(StoreError::NotFound) => {
-                return Err(
-                    FieldError::new("agent.name", self.catalog.platform.unknown(name)).into(),
-                );
+                return Err(FieldError::new(
+                    "agent.name",
+                    format!(
+                        "unknown agent `{name}`; {}",
+                        self.agents_listed(Some(tenant))
+                    ),
+                )
+                .into());
             }
             Err(error) => return Err(error.into()),
         };
@@ -271,7 +317,12 @@ impl Engine {
 
     /// Checks a tenant agent's body as `[[agents]]` is checked, then against what the
     /// operator allows tenants; `name` is the agent's (on an update, the body may repeat it).
-    fn check_agent_spec(&self, name: Option<&str>, body: &Value) -> Result<String, AgentError> {
+    fn check_agent_spec(
+        &self,
+        tenant: &TenantId,
+        name: Option<&str>,
+        body: &Value,
+    ) -> Result<String, AgentError> {
         let spec = AgentSpec::parse(body.clone())?;
         let name = match (name, spec.name.as_deref()) {
             (Some(path), Some(body)) if path != body => {
@@ -285,7 +336,7 @@ impl Engine {
             (None, None) => return Err(FieldError::missing("/name").into()),
         };
         spec.settings(&name, self.catalog.policy())?;
-        if self.catalog.platform.get(&name).is_some() {
+        if self.platform_agent(Some(tenant), &name).is_some() {
             return Err(AgentError::Conflict(format!(
                 "`{name}` is the name of a configured agent: a tenant agent cannot take it"
             )));
@@ -300,7 +351,7 @@ impl Engine {
         body: Value,
         by: &str,
     ) -> Result<AgentWithVersion, AgentError> {
-        let name = self.check_agent_spec(None, &body)?;
+        let name = self.check_agent_spec(tenant, None, &body)?;
         let now = crate::model::now();
         let agent = TenantAgent {
             id: AgentId::generate(),
@@ -400,7 +451,7 @@ impl Engine {
     ) -> Result<AgentWithVersion, AgentError> {
         // An agent of another tenant, or none: not found before any word on the body.
         self.store.get_tenant_agent(tenant, name).await?;
-        self.check_agent_spec(Some(name), &body)?;
+        self.check_agent_spec(tenant, Some(name), &body)?;
         let now = crate::model::now();
         let mut made = None;
         let agent = self
@@ -474,6 +525,11 @@ impl Engine {
     /// Deletes the agent and its versions; its sessions end with `agent_unavailable` at
     /// their next turn.
     pub async fn delete_agent(&self, tenant: &TenantId, name: &str) -> Result<(), AgentError> {
-        Ok(self.store.delete_tenant_agent(tenant, name).await?)
+        self.store.delete_tenant_agent(tenant, name).await?;
+        // Its schedules stop (paused, saying why) rather than fail at each occurrence.
+        self.store
+            .pause_agent_schedules(tenant, name, "agent_missing", crate::model::now())
+            .await?;
+        Ok(())
     }
 }

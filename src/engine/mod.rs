@@ -24,6 +24,7 @@ mod request;
 mod runner;
 mod runs;
 mod scheduler;
+mod schedules;
 mod sessions;
 mod tenants;
 mod turn_control;
@@ -51,6 +52,9 @@ pub use quotas::QuotaBook;
 pub use request::{StartedTurn, TurnRequest, scoped_key, unscoped_key};
 pub use runner::Engine;
 pub use runs::CANCELLED_CALL;
+pub use schedules::{
+    CronSchedule, MAX_CATCH_UP, NewSchedule, ScheduleError, SchedulePatch, Schedules,
+};
 pub use sessions::{REDACTED, SessionRef, SessionView, open_secret_options, redact, session_uuid};
 pub use webhooks::{
     Authorization, CreatedEndpoint, CreatedRunEndpoint, EndpointPatch, NewEndpoint, NewRunEndpoint,

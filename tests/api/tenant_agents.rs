@@ -648,3 +648,316 @@ async fn an_admin_manages_a_tenants_agents_and_deleting_the_tenant_deletes_them(
     let left = app.db.scalar("SELECT COUNT(*) FROM tenant_agents").await;
     assert_eq!(left, "0");
 }
+
+/// Two `agentry serve` processes on one PostgreSQL database: a version published through
+/// one is what the next session opened through the other runs, at once. (SQLite is one
+/// process's database: PostgreSQL only.)
+#[tokio::test]
+async fn a_publish_through_one_process_is_used_by_the_next_session_of_another() {
+    use crate::process::Deployment;
+    let db = TestDb::new().await;
+    if db.url().starts_with("sqlite:") {
+        eprintln!("several processes need PostgreSQL: set TEST_POSTGRES_URL");
+        return;
+    }
+    let server = ScriptedOpenAi::start().await;
+    let deployment = Deployment::on(
+        db,
+        &format!(
+            "[[agents]]\nname = \"echo\"\nprovider = \"echo\"\n\n{}",
+            connections(&server)
+        ),
+    );
+    let (_, token) = deployment.tenant_token("acme");
+    let a = deployment.start(&[]);
+    let b = deployment.start(&[]);
+    let client = reqwest::Client::new();
+    let send = |request: reqwest::RequestBuilder, body: Value| {
+        let token = token.clone();
+        async move {
+            let reply = request.bearer_auth(token).json(&body).send().await.unwrap();
+            let status = reply.status();
+            let body: Value = reply.json().await.unwrap_or(Value::Null);
+            (status, body)
+        }
+    };
+    let turn_prompt = |session: String| {
+        let client = client.clone();
+        let url = b.url(&format!("/sessions/{session}/turns"));
+        let token = token.clone();
+        let server = &server;
+        async move {
+            let before = server.requests().len();
+            server.push(answer());
+            let reply = client
+                .post(url)
+                .bearer_auth(token)
+                .json(&json!({"messages": [user("hi")]}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status(), StatusCode::OK);
+            let requests = server.requests();
+            assert_eq!(requests.len(), before + 1);
+            requests.last().unwrap().body["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+
+    let (status, _) = send(client.post(a.url("/agents")), helper("first")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = send(
+        client.post(a.url("/agents/helper/publish")),
+        json!({"version": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, created) = send(
+        client.post(b.url("/sessions")),
+        json!({"agent": {"name": "helper"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let first = created["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(turn_prompt(first.clone()).await, "first");
+
+    // B has built version 1; A makes and publishes version 2.
+    let (status, _) = send(client.put(a.url("/agents/helper")), helper("second")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = send(
+        client.post(a.url("/agents/helper/publish")),
+        json!({"version": 2}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let published = std::time::Instant::now();
+    let (status, created) = send(
+        client.post(b.url("/sessions")),
+        json!({"agent": {"name": "helper"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert!(published.elapsed() < std::time::Duration::from_secs(1));
+    let second = created["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(turn_prompt(second).await, "second");
+    // The session opened before goes on with its version.
+    assert_eq!(turn_prompt(first).await, "first");
+}
+
+/// An operator manages a tenant's agents with `agentry agents …`, on the database.
+#[tokio::test]
+async fn an_operator_manages_a_tenants_agents_from_the_command_line() {
+    use crate::process::{Deployment, run_ok};
+    let deployment = Deployment::new(
+        "[[agents]]\nname = \"echo\"\nprovider = \"echo\"\n\n\
+         [[connections]]\nname = \"local\"\nprovider = \"echo\"\n",
+    )
+    .await;
+    let (tenant, _) = deployment.tenant_token("acme");
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, prompt: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            json!({"name": "helper", "connection": "local", "system_prompt": prompt}).to_string(),
+        )
+        .unwrap();
+        path
+    };
+    let agents = |args: &[&str]| -> Value {
+        let mut command = deployment.command();
+        command.arg("agents").args(args);
+        serde_json::from_str(&run_ok(&mut command)).unwrap()
+    };
+    let one = file("one.json", "one");
+    let created = agents(&["create", "acme", "--file", one.to_str().unwrap()]);
+    assert_eq!(created["version"]["version"], 1);
+    assert_eq!(created["version"]["created_by"], "admin");
+    let two = file("two.json", "two");
+    let updated = agents(&["update", &tenant, "helper", "--file", two.to_str().unwrap()]);
+    assert_eq!(updated["agent"]["latest_version"], 2);
+    let published = agents(&["publish", "acme", "helper", "2"]);
+    assert_eq!(published["published_version"], 2);
+    let rolled_back = agents(&["publish", "acme", "helper", "1"]);
+    assert_eq!(rolled_back["published_version"], 1);
+    let versions = agents(&["versions", "acme", "helper"]);
+    assert_eq!(versions.as_array().unwrap().len(), 2);
+    let first = agents(&["show", "acme", "helper", "--version", "1"]);
+    assert_eq!(first["version"]["spec"]["system_prompt"], "one");
+    assert_eq!(agents(&["archive", "acme", "helper"])["archived"], true);
+    assert_eq!(agents(&["restore", "acme", "helper"])["archived"], false);
+    assert_eq!(agents(&["list", "acme"])[0]["name"], "helper");
+
+    // A stale revision and an invalid agent are refused, naming why.
+    let mut stale = deployment.command();
+    let output = stale
+        .args([
+            "agents",
+            "update",
+            "acme",
+            "helper",
+            "--if-match",
+            "1",
+            "--file",
+        ])
+        .arg(&two)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("If-Match"));
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"name": "x", "connection": "elsewhere"}"#).unwrap();
+    let output = deployment
+        .command()
+        .args(["agents", "create", "acme", "--file"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("/connection: unknown connection"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let mut delete = deployment.command();
+    run_ok(delete.args(["agents", "delete", "acme", "helper", "--yes"]));
+    assert_eq!(agents(&["list", "acme"]), json!([]));
+}
+
+/// A session on a tenant agent is served like any other: its history, and runs through
+/// ACP and A2A.
+#[tokio::test]
+async fn a_tenant_agents_sessions_are_served_on_every_face() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let body = json!({"name": "local-helper", "connection": "local",
+                      "history": {"types": ["full"]}});
+    assert_eq!(
+        app.post("/agents", &token, body).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        publish(&app, &token, "local-helper", 1).await.status,
+        StatusCode::OK
+    );
+
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "local-helper"}}))
+        .await;
+    let turn = app
+        .post(
+            &format!("/sessions/{session}/turns"),
+            &token,
+            json!({"messages": [user("hello there")]}),
+        )
+        .await;
+    assert_eq!(turn.status, StatusCode::OK, "{}", turn.text);
+    let full = app
+        .get(&format!("/sessions/{session}/history?type=full"), &token)
+        .await;
+    assert_eq!(full.status, StatusCode::OK, "{}", full.text);
+    assert!(full.text.contains("hello there"), "{}", full.text);
+    let compacted = app
+        .get(
+            &format!("/sessions/{session}/history?type=compacted"),
+            &token,
+        )
+        .await;
+    assert_eq!(
+        compacted.status,
+        StatusCode::NOT_FOUND,
+        "{}",
+        compacted.text
+    );
+
+    let acp = app
+        .post(
+            "/acp/runs",
+            &token,
+            json!({"agent_name": "local-helper", "mode": "sync",
+                   "input": [{"role": "user", "parts": [{"content_type": "text/plain", "content": "via acp"}]}]}),
+        )
+        .await;
+    assert_eq!(acp.status, StatusCode::OK, "{}", acp.text);
+    assert!(acp.text.contains("via acp"), "{}", acp.text);
+
+    let a2a = app
+        .post(
+            "/a2a/local-helper/message:send",
+            &token,
+            json!({"message": {"role": "ROLE_USER", "messageId": "m-1", "parts": [{"text": "via a2a"}]}}),
+        )
+        .await;
+    assert_eq!(a2a.status, StatusCode::OK, "{}", a2a.text);
+    assert!(a2a.text.contains("via a2a"), "{}", a2a.text);
+}
+
+/// A configured agent the operator limits to some tenants (`tenants = […]`) is theirs
+/// only: other tenants and anonymous callers never see it, and another tenant may name an
+/// agent of its own so.
+#[tokio::test]
+async fn a_configured_agent_limited_to_some_tenants_is_theirs_only() {
+    let app = spawn_app_on(Arc::new(TestDb::new().await), "").await;
+    let (a, a_token) = app.new_tenant().await;
+    let (_, b_token) = app.new_tenant().await;
+    let db = app.stop().await;
+    let config = format!(
+        "[[agents]]\nname = \"echo\"\nprovider = \"echo\"\n\n\
+         [[agents]]\nname = \"vip\"\nprovider = \"echo\"\ntenants = [\"{a}\"]\n\n\
+         [[connections]]\nname = \"local\"\nprovider = \"echo\"\n"
+    );
+    let app = spawn_app_on(db, &config).await;
+
+    assert!(app.get("/meta", &a_token).await.text.contains("\"vip\""));
+    app.create_session(&a_token, json!({"agent": {"name": "vip"}}))
+        .await;
+    let mine = app
+        .post(
+            "/agents",
+            &a_token,
+            json!({"name": "vip", "connection": "local"}),
+        )
+        .await;
+    assert_eq!(mine.status, StatusCode::CONFLICT, "{}", mine.text);
+
+    assert!(!app.get("/meta", &b_token).await.text.contains("\"vip\""));
+    let anonymous = app.request(Method::GET, "/meta", None, None).await;
+    assert!(!anonymous.text.contains("\"vip\""), "{}", anonymous.text);
+    assert!(anonymous.text.contains("\"echo\""), "{}", anonymous.text);
+    let refused = app
+        .post("/sessions", &b_token, json!({"agent": {"name": "vip"}}))
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text);
+    let listing = refused
+        .text
+        .split("the agents here")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(!listing.contains("vip"), "{}", refused.text);
+    assert_eq!(
+        app.get("/acp/agents/vip", &b_token).await.status,
+        StatusCode::NOT_FOUND
+    );
+    // B's own `vip` is B's.
+    let own = app
+        .post(
+            "/agents",
+            &b_token,
+            json!({"name": "vip", "connection": "local"}),
+        )
+        .await;
+    assert_eq!(own.status, StatusCode::CREATED, "{}", own.text);
+    assert_eq!(
+        publish(&app, &b_token, "vip", 1).await.status,
+        StatusCode::OK
+    );
+    let session = app
+        .create_session(&b_token, json!({"agent": {"name": "vip"}}))
+        .await;
+    let read = app.get(&format!("/sessions/{session}"), &b_token).await;
+    assert_eq!(read.body["agent"]["version"], 1, "{}", read.text);
+}

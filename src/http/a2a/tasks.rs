@@ -54,7 +54,7 @@ pub fn identity(state: &AppState, run: &Run, session: &Session) -> TaskIdentity 
         context_id: context_id(session),
         cancel_turn: run.cancel_turn,
         created_at: run.created_at,
-        agent: state.agents().get(&session.agent).cloned(),
+        agent: state.engine().agent_at_hand(session),
     }
 }
 
@@ -91,7 +91,8 @@ pub async fn history(
     run: &Run,
     session: &Session,
 ) -> Result<Vec<MessageOut>, A2aError> {
-    let agent = state.agents().get(&session.agent);
+    let agent = state.engine().agent_of(session).await?;
+    let agent = agent.as_ref();
     let stored = state
         .engine()
         .run_messages(&run.tenant_id, &run.session_id, &run.id)

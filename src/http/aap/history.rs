@@ -52,12 +52,12 @@ pub async fn get_history(
     query: Query<HistoryQuery>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
+    let agent = state.engine().agent_of(&path.session).await?;
     let declared: Vec<&str> = [HistoryType::Full, HistoryType::Compacted]
         .into_iter()
         .filter(|kind| {
-            state
-                .agents()
-                .get(&path.session.agent)
+            agent
+                .as_ref()
                 .is_some_and(|agent| agent.declares_history(*kind))
         })
         .map(HistoryType::as_str)
@@ -94,10 +94,7 @@ pub async fn get_history(
             .ok_or_else(|| ApiError::invalid("after", "not a cursor this server issued"))?,
     };
     let PathSession { tenant, session } = path;
-    let declared = state
-        .agents()
-        .get(&session.agent)
-        .is_some_and(|agent| agent.declares_history(kind));
+    let declared = agent.is_some_and(|agent| agent.declares_history(kind));
     if !declared {
         return Err(ApiError::not_found(&format!(
             "{} history of agent `{}`",

@@ -63,7 +63,7 @@ pub async fn get_agent(
         .await?
         .ok_or_else(|| {
             AcpError::not_found(format!("Agent {name}"))
-                .hint(&state.engine().platform_agents().listed())
+                .hint(&state.engine().agents_listed(Some(&tenant)))
         })?;
     Ok(HttpResponse::Ok().json(manifest(&agent)))
 }

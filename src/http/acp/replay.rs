@@ -53,7 +53,7 @@ pub async fn identity(state: &AppState, run: &Run) -> Result<RunIdentity, AcpErr
         agent_name: session.agent.clone(),
         session_id: session_uuid(&session),
         created_at: run.created_at,
-        agent: state.agents().get(&session.agent).cloned(),
+        agent: state.engine().agent_of(&session).await?,
     })
 }
 

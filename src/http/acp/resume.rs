@@ -80,8 +80,9 @@ pub async fn resume_run(
         .await
         .map_err(AcpError::from)?;
     let agent = state
-        .agents()
-        .get(&session.agent)
+        .engine()
+        .agent_of(&session)
+        .await?
         .ok_or_else(|| AcpError::from(EngineError::AgentUnavailable))?;
     let pending = state
         .engine()

@@ -114,7 +114,7 @@ pub async fn create_run(
         .await?
         .ok_or_else(|| {
             AcpError::not_found(format!("Agent {agent_name}"))
-                .hint(&state.engine().platform_agents().listed())
+                .hint(&state.engine().agents_listed(Some(&tenant)))
         })?;
     let mode = parse_mode(&request)?;
     let session_id = optional_str(&request, "session_id", "session_id")?;

@@ -280,7 +280,7 @@ async fn choose_agent(
                 crate::http::error::ErrorCode::NotFound,
                 format!(
                     "agent `{name}` not found; {}",
-                    state.engine().platform_agents().listed()
+                    state.engine().agents_listed(Some(tenant))
                 ),
             )),
         };
@@ -357,8 +357,8 @@ fn identity_of(state: &AppState, session: &Session, turn: &Turn) -> ResponseIden
         .and_then(|k| unscoped_key(SCOPE, k))
         .map_or_else(|| turn.id.to_string(), str::to_owned);
     let mcp_tools = state
-        .agents()
-        .get(&session.agent)
+        .engine()
+        .agent_at_hand(session)
         .map(|agent| agent.mcp_tool_patterns())
         .unwrap_or_default();
     ResponseIdentity {
