@@ -2,7 +2,7 @@
 //! here: followers replaying before they go live, a run's replay, a turn's durable events,
 //! and the reads of other processes' commits.
 
-use crate::model::{Event, SessionId, TenantId, TurnId};
+use crate::model::{Event, RunId, SessionId, TenantId, TurnId};
 use crate::store::{Deltas, Store, StoreError};
 
 /// Events read per query.
@@ -15,6 +15,8 @@ pub(super) struct LogPager {
     tenant: TenantId,
     session: SessionId,
     turn: Option<TurnId>,
+    /// Only the events of this run's turns (one read for all of them).
+    run: Option<RunId>,
     deltas: Deltas,
 }
 
@@ -37,23 +39,50 @@ impl LogPager {
             tenant,
             session,
             turn,
+            run: None,
+            deltas,
+        }
+    }
+
+    /// The events of a run's turns.
+    pub(super) fn of_run(
+        store: Store,
+        tenant: TenantId,
+        session: SessionId,
+        run: RunId,
+        deltas: Deltas,
+    ) -> Self {
+        Self {
+            store,
+            tenant,
+            session,
+            turn: None,
+            run: Some(run),
             deltas,
         }
     }
 
     /// The events with a seq greater than `after`, at most a page of them.
     pub(super) async fn page(&self, after: i64) -> Result<Page, StoreError> {
-        let events = self
-            .store
-            .list_events(
-                &self.tenant,
-                &self.session,
-                self.turn.as_ref(),
-                after,
-                PAGE,
-                self.deltas,
-            )
-            .await?;
+        let events = match &self.run {
+            Some(run) => {
+                self.store
+                    .list_run_events(&self.tenant, &self.session, run, after, PAGE, self.deltas)
+                    .await?
+            }
+            None => {
+                self.store
+                    .list_events(
+                        &self.tenant,
+                        &self.session,
+                        self.turn.as_ref(),
+                        after,
+                        PAGE,
+                        self.deltas,
+                    )
+                    .await?
+            }
+        };
         let more = events.len() as i64 >= PAGE;
         Ok(Page { events, more })
     }

@@ -89,18 +89,14 @@ impl Engine {
     /// Every stored event of the run's turns, in order, deltas as they were streamed (so a
     /// face that numbers its frames per delta replays exactly what it sent live).
     pub async fn run_events(&self, run: &Run) -> Result<Vec<Event>, EngineError> {
-        let mut events = Vec::new();
-        for turn in &run.turns {
-            let log = LogPager::new(
-                self.store.clone(),
-                run.tenant_id,
-                run.session_id,
-                Some(*turn),
-                Deltas::AsStreamed,
-            );
-            events.extend(log.all_after(-1).await?);
-        }
-        Ok(events)
+        let log = LogPager::of_run(
+            self.store.clone(),
+            run.tenant_id,
+            run.session_id,
+            run.id,
+            Deltas::AsStreamed,
+        );
+        Ok(log.all_after(-1).await?)
     }
 
     pub async fn get_run(&self, tenant: &TenantId, id: &RunId) -> Result<Run, EngineError> {

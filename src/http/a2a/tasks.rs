@@ -138,12 +138,9 @@ pub async fn history(
             Some(message) if current == Some(entry.turn_id) => message.parts.extend(parts),
             _ => {
                 current = Some(entry.turn_id);
-                let turn = state
-                    .engine()
-                    .get_turn(&run.tenant_id, &run.session_id, &entry.turn_id)
-                    .await?;
-                let message_id = turn
-                    .idempotency_key
+                // The turn's key, read with the message: no query per message.
+                let message_id = entry
+                    .turn_key
                     .as_deref()
                     .and_then(|key| unscoped_key(KEY_SCOPE, key))
                     .map_or_else(|| format!("{}-h{}", run.id, entry.position), str::to_owned);
