@@ -16,7 +16,7 @@ use crate::agents::Agents;
 use crate::auth::{AuthCache, LoginLimits, TokenKeys};
 use crate::config::Settings;
 use crate::crypto::{self, SecretBox};
-use crate::engine::{Engine, Webhooks};
+use crate::engine::{Engine, Schedules, Webhooks};
 use crate::http;
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -39,6 +39,8 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Webhook endpoints and the sender of their deliveries.
     pub webhooks: Arc<Webhooks>,
+    /// Tenants' schedules and this process's scheduler.
+    pub schedules: Arc<Schedules>,
     /// The configured MCP servers; connected once the app is built to serve.
     pub mcp: Arc<McpRegistry>,
     /// What `GET /metrics` reports.
@@ -94,6 +96,7 @@ impl AppState {
             metrics.clone(),
         );
         crate::http::register_payload_formats(&webhooks);
+        let schedules = Schedules::new(engine.clone(), store.clone(), settings.schedules.clone());
         let auth_cache = AuthCache::new(Duration::from_millis(settings.auth.state_cache_ttl_ms));
         let descriptors = http::streams::raise_descriptor_limit();
         let streams = Arc::new(http::streams::StreamGate::new(
@@ -115,6 +118,7 @@ impl AppState {
             secrets,
             engine,
             webhooks,
+            schedules,
             mcp,
             metrics,
             streams,
@@ -215,6 +219,7 @@ impl App {
         }
         state.engine.start_cluster();
         state.webhooks.start();
+        state.schedules.start();
         // Servers connect in the background: one that is down delays nothing.
         state.mcp.start();
         let mut app = Self::with_state(listener, state)?;
@@ -313,6 +318,7 @@ impl App {
             _ = self.stop.cancelled() => tracing::info!("shutdown requested"),
         }
         let grace = Duration::from_secs(self.state.settings.engine.shutdown_grace_seconds);
+        self.state.schedules.shutdown().await;
         self.state.engine.shutdown(grace).await;
         self.state.webhooks.shutdown().await;
         handle.stop(true).await;

@@ -13,6 +13,10 @@ use crate::model::{TenantId, TenantStatus};
 use crate::store::Page;
 use crate::telemetry;
 
+mod schedules;
+
+pub use schedules::SchedulesCommand;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "agentry",
@@ -45,6 +49,11 @@ pub enum Command {
     Admin {
         #[command(subcommand)]
         command: AdminCommand,
+    },
+    /// List tenants' schedules and their run history (prints JSON).
+    Schedules {
+        #[command(subcommand)]
+        command: SchedulesCommand,
     },
     /// Manage tenants' own agents directly in the database (prints JSON), as
     /// `/admin/tenants/{id}/agents` does.
@@ -247,6 +256,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Serve => serve(settings).await,
         Command::Migrate => migrate(settings).await,
         Command::Admin { command } => admin(settings, command).await,
+        Command::Schedules { command } => schedules_command(settings, command).await,
         Command::Agents { command } => agents(settings, command).await,
         Command::Config { .. } => unreachable!("handled above"),
     };
@@ -264,6 +274,13 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let app = App::build(settings).await?;
     app.run_until_stopped().await?;
     Ok(())
+}
+
+async fn schedules_command(settings: Settings, command: SchedulesCommand) -> anyhow::Result<()> {
+    let state = AppState::init(settings).await?;
+    let result = schedules::run(&state, command).await;
+    state.store.close().await;
+    result
 }
 
 async fn migrate(settings: Settings) -> anyhow::Result<()> {

@@ -20,6 +20,7 @@ mod net;
 mod options;
 mod providers;
 mod quotas;
+mod schedules;
 mod schema;
 mod secret;
 mod server;
@@ -44,6 +45,7 @@ pub use net::IpNet;
 pub use options::{OptionKind, OptionSettings};
 pub use providers::{EchoSettings, HttpProviderSettings, ProviderKind, ProviderSettings};
 pub use quotas::QuotaSettings;
+pub use schedules::SchedulesSettings;
 pub use schema::SchemaPartSettings;
 pub use secret::Secret;
 pub use server::{
@@ -74,6 +76,7 @@ pub struct Settings {
     pub agentscope: AgentScopeSettings,
     pub a2a: A2aSettings,
     pub webhooks: WebhooksSettings,
+    pub schedules: SchedulesSettings,
     pub limits: LimitsSettings,
     pub console: ConsoleSettings,
     pub tenant_agents: TenantAgentSettings,
@@ -315,6 +318,7 @@ impl Settings {
         self.auth.validate()?;
         self.engine.validate()?;
         self.webhooks.validate()?;
+        self.schedules.validate()?;
         self.console.validate()?;
         if !(1..=60).contains(&self.quotas.burst_seconds) {
             return Err(ConfigError::new(

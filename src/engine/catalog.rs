@@ -568,6 +568,11 @@ impl Engine {
     /// Deletes the agent and its versions; its sessions end with `agent_unavailable` at
     /// their next turn.
     pub async fn delete_agent(&self, tenant: &TenantId, name: &str) -> Result<(), AgentError> {
-        Ok(self.store.delete_tenant_agent(tenant, name).await?)
+        self.store.delete_tenant_agent(tenant, name).await?;
+        // Its schedules stop (paused, saying why) rather than fail at each occurrence.
+        self.store
+            .pause_agent_schedules(tenant, name, "agent_missing", crate::model::now())
+            .await?;
+        Ok(())
     }
 }

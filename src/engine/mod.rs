@@ -20,6 +20,7 @@ mod parts;
 mod quotas;
 mod runner;
 mod runs;
+mod schedules;
 mod sessions;
 mod tenants;
 mod webhooks;
@@ -34,6 +35,9 @@ pub use parts::file_url;
 pub use quotas::QuotaBook;
 pub use runner::{Engine, StartedTurn, TurnRequest, scoped_key, unscoped_key};
 pub use runs::CANCELLED_CALL;
+pub use schedules::{
+    CronSchedule, MAX_CATCH_UP, NewSchedule, ScheduleError, SchedulePatch, Schedules,
+};
 pub use sessions::{REDACTED, SessionRef, SessionView, open_secret_options, redact, session_uuid};
 pub use webhooks::{
     Authorization, CreatedEndpoint, CreatedRunEndpoint, EndpointPatch, NewEndpoint, NewRunEndpoint,

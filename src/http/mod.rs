@@ -24,6 +24,7 @@ mod ops;
 mod pagination;
 pub mod ratelimit;
 mod runs;
+mod schedules;
 mod sse;
 pub mod streams;
 pub mod trace_header;
@@ -166,7 +167,42 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         "/tenants/{tenant_id}/webhooks/{endpoint_id}/deliveries/{message_id}/replay",
                     )
                     .post(admin::webhooks::replay_webhook_delivery),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/schedules")
+                        .get(admin::schedules::list_schedules)
+                        .post(admin::schedules::create_schedule),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/schedules/{schedule_id}")
+                        .get(admin::schedules::get_schedule)
+                        .patch(admin::schedules::update_schedule)
+                        .delete(admin::schedules::delete_schedule),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/schedules/{schedule_id}/run")
+                        .post(admin::schedules::run_schedule),
+                )
+                .service(
+                    web::resource("/tenants/{tenant_id}/schedules/{schedule_id}/runs")
+                        .get(admin::schedules::list_schedule_runs),
                 ),
+        )
+        // schedules, at the root
+        .service(
+            web::resource("/schedules")
+                .get(schedules::list_schedules)
+                .post(schedules::create_schedule),
+        )
+        .service(
+            web::resource("/schedules/{schedule_id}")
+                .get(schedules::get_schedule)
+                .patch(schedules::update_schedule)
+                .delete(schedules::delete_schedule),
+        )
+        .service(web::resource("/schedules/{schedule_id}/run").post(schedules::run_schedule))
+        .service(
+            web::resource("/schedules/{schedule_id}/runs").get(schedules::list_schedule_runs),
         )
         // webhooks, at the root
         .service(

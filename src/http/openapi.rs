@@ -23,6 +23,7 @@
 //! it: 401 and 403 on authenticated routes and 413 on routes with a body, in the error
 //! shape of the route's face.
 
+pub mod schedule_schemas;
 pub mod schemas;
 
 use std::sync::LazyLock;
@@ -35,7 +36,8 @@ use utoipa::openapi::{Content, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    a2a, aap, acp, admin, agents, agentscope, docs, files, login, ops, runs, usage, webhooks,
+    a2a, aap, acp, admin, agents, agentscope, docs, files, login, ops, runs, schedules, usage,
+    webhooks,
 };
 
 /// Untagged enums whose variants can describe the same value (a variant of optional
@@ -102,6 +104,20 @@ pub const METRICS: &str = "metrics";
         webhooks::rotate_webhook_secret,
         webhooks::list_webhook_deliveries,
         webhooks::replay_webhook_delivery,
+        admin::schedules::create_schedule,
+        admin::schedules::list_schedules,
+        admin::schedules::get_schedule,
+        admin::schedules::update_schedule,
+        admin::schedules::delete_schedule,
+        admin::schedules::run_schedule,
+        admin::schedules::list_schedule_runs,
+        schedules::create_schedule,
+        schedules::list_schedules,
+        schedules::get_schedule,
+        schedules::update_schedule,
+        schedules::delete_schedule,
+        schedules::run_schedule,
+        schedules::list_schedule_runs,
         agents::routes::create_agent,
         agents::routes::list_agents,
         agents::routes::get_agent,
@@ -183,6 +199,7 @@ pub const METRICS: &str = "metrics";
         (name = "agents", description = "A tenant's own agents: immutable versions, publish, rollback, archive; sessions pin the version they were opened on"),
         (name = "tenant", description = "The calling tenant's own usage and quotas"),
         (name = "admin", description = "Tenants, their credentials and API tokens, usage"),
+        (name = "schedules", description = "A tenant's schedules: agents started on cron expressions in a time zone, each occurrence at most once, with run history"),
         (name = "webhooks", description = "A tenant's webhook endpoints (Standard Webhooks signatures), their deliveries and replays"),
         (name = "authentication", description = "Tenant tokens from client credentials"),
         (name = "operations", description = "Liveness, readiness and Prometheus metrics"),

@@ -155,6 +155,18 @@ typed_id!(
     "msg_"
 );
 
+typed_id!(
+    /// A tenant's schedule: an agent started on a cron expression.
+    ScheduleId,
+    "sched_"
+);
+
+typed_id!(
+    /// One occurrence of a schedule, in its run history.
+    ScheduleRunId,
+    "srun_"
+);
+
 /// A string that is not an id of the expected kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("malformed identifier")]

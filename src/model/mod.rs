@@ -12,6 +12,7 @@ mod message;
 mod nul;
 mod quota;
 mod run;
+mod schedule;
 mod session;
 mod tenant;
 mod turn;
@@ -28,13 +29,17 @@ pub use call_id::{new_call_id, provider_call_id, repeated_call_id};
 pub use event::{Event, EventData};
 pub use history::{CompactionStrategy, HistoryType};
 pub use ids::{
-    AgentId, CredentialId, EndpointId, FileId, InvalidId, MessageId, ProcessId, RunId, SessionId,
-    TenantId, TokenId, TurnId,
+    AgentId, CredentialId, EndpointId, FileId, InvalidId, MessageId, ProcessId, RunId, ScheduleId,
+    ScheduleRunId, SessionId, TenantId, TokenId, TurnId,
 };
 pub use message::{Content, ContentBlock, HistoryMessage, ImageSource};
 pub use nul::{NUL_REPLACEMENT, check_no_nul, holds_nul, scrub_nul};
 pub use quota::{Quota, QuotaDefaults, QuotaExceeded, QuotaOverrides, QuotaStanding, Quotas};
 pub use run::{Run, RunStatus};
+pub use schedule::{
+    CatchUp, Occurrence, OccurrenceKind, OccurrenceReason, OccurrenceStatus, Overlap, Schedule,
+    SessionPolicy,
+};
 pub use session::{ServerToolRef, Session, ToolSpec};
 pub use tenant::{ApiToken, Credential, Tenant, TenantStatus};
 pub use turn::{StopReason, StreamMode, Turn, TurnError, TurnStatus, Usage};

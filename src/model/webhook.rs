@@ -21,16 +21,26 @@ pub enum WebhookEvent {
     TurnAwaitingInput,
     /// A run took a new status when its turn stopped.
     RunStatusChanged,
+    /// A schedule's occurrence started its turn.
+    ScheduleRunStarted,
+    /// A schedule's occurrence's turn ended well (completed, or awaiting input).
+    ScheduleRunFinished,
+    /// A schedule's occurrence failed: its turn failed, was cancelled or interrupted, or
+    /// was refused (a quota, its agent gone, an error).
+    ScheduleRunFailed,
 }
 
 impl WebhookEvent {
-    pub const ALL: [WebhookEvent; 6] = [
+    pub const ALL: [WebhookEvent; 9] = [
         WebhookEvent::TurnCompleted,
         WebhookEvent::TurnFailed,
         WebhookEvent::TurnCancelled,
         WebhookEvent::TurnInterrupted,
         WebhookEvent::TurnAwaitingInput,
         WebhookEvent::RunStatusChanged,
+        WebhookEvent::ScheduleRunStarted,
+        WebhookEvent::ScheduleRunFinished,
+        WebhookEvent::ScheduleRunFailed,
     ];
 
     pub fn bit(self) -> i64 {
@@ -71,6 +81,9 @@ text_enum!(WebhookEvent {
     TurnInterrupted = "turn.interrupted",
     TurnAwaitingInput = "turn.awaiting_input",
     RunStatusChanged = "run.status_changed",
+    ScheduleRunStarted = "schedule.run.started",
+    ScheduleRunFinished = "schedule.run.finished",
+    ScheduleRunFailed = "schedule.run.failed",
 });
 
 impl Serialize for WebhookEvent {

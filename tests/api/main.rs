@@ -44,6 +44,7 @@ mod quickstart;
 mod quotas;
 mod round_trips;
 mod run_webhooks;
+mod schedules;
 mod secrets;
 mod sessions;
 mod streams;

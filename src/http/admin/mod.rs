@@ -2,6 +2,7 @@
 
 pub mod credentials;
 pub mod quotas;
+pub mod schedules;
 pub mod tenants;
 pub mod tokens;
 pub mod usage;

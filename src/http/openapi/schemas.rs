@@ -592,6 +592,16 @@ pub enum WebhookEventType {
     /// A run took a new status when its turn stopped.
     #[serde(rename = "run.status_changed")]
     RunStatusChanged,
+    /// A schedule's occurrence started its turn.
+    #[serde(rename = "schedule.run.started")]
+    ScheduleRunStarted,
+    /// A schedule's occurrence's turn ended well (completed, or awaiting input).
+    #[serde(rename = "schedule.run.finished")]
+    ScheduleRunFinished,
+    /// A schedule's occurrence failed: its turn failed, was cancelled or interrupted, or it
+    /// was refused (a quota, its agent gone, an error).
+    #[serde(rename = "schedule.run.failed")]
+    ScheduleRunFailed,
 }
 
 /// How a delivery proves where it comes from: Standard Webhooks signatures
