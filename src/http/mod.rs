@@ -259,6 +259,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(
             web::resource("/sessions/{session_id}")
                 .get(aap::sessions::get_session)
+                .patch(aap::sessions::update_session)
                 .delete(aap::sessions::delete_session),
         )
         .service(web::resource("/sessions/{session_id}/history").get(aap::history::get_history))
