@@ -125,7 +125,7 @@ pub async fn update_session(
 ) -> Result<HttpResponse, ApiError> {
     let request: super::wire::UpdateSessionRequest = parse_json(body.into_inner())?;
     let session = state
-        .engine
+        .engine()
         .move_session(&path.session, request.agent.version)
         .await?;
     Ok(HttpResponse::Ok().json(SessionInfo::from(redact(session))))
