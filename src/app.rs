@@ -29,27 +29,89 @@ const SECRETS_KEY: &str = "secrets";
 /// Everything a request handler or CLI command needs.
 #[derive(Debug)]
 pub struct AppState {
-    pub settings: Settings,
-    pub store: Store,
-    pub agents: Agents,
-    pub tokens: TokenKeys,
-    pub login_limits: LoginLimits,
-    pub auth_cache: AuthCache,
-    pub secrets: SecretBox,
-    pub engine: Arc<Engine>,
+    settings: Settings,
+    store: Store,
+    /// What `/admin` and authentication need of the database.
+    admin: crate::auth::Admin,
+    agents: Agents,
+    tokens: TokenKeys,
+    login_limits: LoginLimits,
+    auth_cache: AuthCache,
+    secrets: SecretBox,
+    engine: Arc<Engine>,
     /// Webhook endpoints and the sender of their deliveries.
-    pub webhooks: Arc<Webhooks>,
+    webhooks: Arc<Webhooks>,
     /// Tenants' schedules and this process's scheduler.
-    pub schedules: Arc<Schedules>,
+    schedules: Arc<Schedules>,
     /// The configured MCP servers; connected once the app is built to serve.
-    pub mcp: Arc<McpRegistry>,
+    mcp: Arc<McpRegistry>,
     /// What `GET /metrics` reports.
-    pub metrics: Arc<Metrics>,
+    metrics: Arc<Metrics>,
     /// The open event streams, per tenant and client address, within the descriptors.
-    pub streams: Arc<http::streams::StreamGate>,
+    streams: Arc<http::streams::StreamGate>,
 }
 
 impl AppState {
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The engine: every face's way to sessions, turns, runs and the log.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The admin service: tenants, credentials, tokens, quotas, logins.
+    pub fn admin(&self) -> &crate::auth::Admin {
+        &self.admin
+    }
+
+    pub fn agents(&self) -> &Agents {
+        &self.agents
+    }
+
+    pub fn tokens(&self) -> &TokenKeys {
+        &self.tokens
+    }
+
+    pub fn login_limits(&self) -> &LoginLimits {
+        &self.login_limits
+    }
+
+    pub fn auth_cache(&self) -> &AuthCache {
+        &self.auth_cache
+    }
+
+    pub fn secrets(&self) -> &SecretBox {
+        &self.secrets
+    }
+
+    pub fn webhooks(&self) -> &Arc<Webhooks> {
+        &self.webhooks
+    }
+
+    pub fn schedules(&self) -> &Arc<Schedules> {
+        &self.schedules
+    }
+
+    pub fn mcp(&self) -> &Arc<McpRegistry> {
+        &self.mcp
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    pub fn streams(&self) -> &Arc<http::streams::StreamGate> {
+        &self.streams
+    }
+
+    /// The database itself: for the CLI's operator commands, closing it at shutdown, and
+    /// tests. Request handlers use the engine and the admin service.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Connects to the database, migrates it, and loads or generates the instance keys.
     pub async fn init(settings: Settings) -> anyhow::Result<AppState> {
         let store = Store::connect(&settings.database)
@@ -110,6 +172,7 @@ impl AppState {
         );
         Ok(AppState {
             settings,
+            admin: crate::auth::Admin::new(store.clone()),
             store,
             agents,
             tokens,
@@ -207,7 +270,7 @@ impl App {
         }
         let state = web::Data::new(AppState::init(settings).await?);
         let recovered = state
-            .engine
+            .engine()
             .recover()
             .await
             .context("cannot recover the turns a previous run left unfinished")?;
@@ -217,11 +280,11 @@ impl App {
                 "interrupted turns left unfinished by a process that is gone"
             );
         }
-        state.engine.start_cluster();
-        state.webhooks.start();
-        state.schedules.start();
+        state.engine().start_cluster();
+        state.webhooks().start();
+        state.schedules().start();
         // Servers connect in the background: one that is down delays nothing.
-        state.mcp.start();
+        state.mcp().start();
         let mut app = Self::with_state(listener, state)?;
         if let Some(listener) = metrics_listener {
             app.metrics = Some(metrics_server(listener, app.state.clone())?);
@@ -232,17 +295,17 @@ impl App {
 
     fn with_state(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Result<App> {
         let port = listener.local_addr()?.port();
-        if state.settings.auth.admin_secret.is_empty() {
+        if state.settings().auth.admin_secret.is_empty() {
             tracing::warn!(
                 "auth.admin_secret is not set: admin login is disabled; use `agentry admin` \
                  to manage tenants"
             );
         }
-        let workers = match state.settings.server.workers {
+        let workers = match state.settings().server.workers {
             0 => std::thread::available_parallelism().map_or(2, usize::from),
             n => n,
         };
-        let server_settings = &state.settings.server;
+        let server_settings = &state.settings().server;
         let keep_alive = match server_settings.keep_alive_seconds {
             0 => KeepAlive::Disabled,
             n => KeepAlive::Timeout(Duration::from_secs(n)),
@@ -317,20 +380,20 @@ impl App {
             _ = shutdown_signal() => tracing::info!("shutdown signal received"),
             _ = self.stop.cancelled() => tracing::info!("shutdown requested"),
         }
-        let grace = Duration::from_secs(self.state.settings.engine.shutdown_grace_seconds);
-        self.state.schedules.shutdown().await;
-        self.state.engine.shutdown(grace).await;
-        self.state.webhooks.shutdown().await;
+        let grace = Duration::from_secs(self.state.settings().engine.shutdown_grace_seconds);
+        self.state.schedules().shutdown().await;
+        self.state.engine().shutdown(grace).await;
+        self.state.webhooks().shutdown().await;
         handle.stop(true).await;
         if let Some((handle, server)) = metrics {
             handle.stop(true).await;
             let _ = server.await;
         }
-        self.state.mcp.shutdown().await;
+        self.state.mcp().shutdown().await;
         let result = server
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        self.state.store.close().await;
+        self.state.store().close().await;
         tracing::info!("agentry stopped");
         result
     }

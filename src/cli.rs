@@ -279,7 +279,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
 async fn schedules_command(settings: Settings, command: SchedulesCommand) -> anyhow::Result<()> {
     let state = AppState::init(settings).await?;
     let result = schedules::run(&state, command).await;
-    state.store.close().await;
+    state.store().close().await;
     result
 }
 
@@ -300,7 +300,7 @@ fn print_json(value: &impl Serialize) {
 /// The tenant a user named: by id (`ten_…`) or by name.
 async fn tenant_arg(state: &AppState, raw: &str) -> anyhow::Result<TenantId> {
     let tenant = match raw.parse::<TenantId>() {
-        Ok(id) => state.store.get_tenant(&id).await.ok(),
+        Ok(id) => state.store().get_tenant(&id).await.ok(),
         Err(_) => all_tenants(state)
             .await?
             .into_iter()
@@ -318,7 +318,7 @@ async fn all_tenants(state: &AppState) -> anyhow::Result<Vec<crate::model::Tenan
     let mut after = None;
     loop {
         let page = Page { after, limit: 200 };
-        let (batch, more) = state.store.list_tenants(page).await?;
+        let (batch, more) = state.store().list_tenants(page).await?;
         after = batch.last().map(|t| t.id.to_uuid());
         tenants.extend(batch);
         if !more {
@@ -341,7 +341,7 @@ fn read_json(file: &std::path::Path) -> anyhow::Result<serde_json::Value> {
 async fn agents(settings: Settings, command: AgentsCommand) -> anyhow::Result<()> {
     const BY: &str = "admin";
     let state = AppState::init(settings).await?;
-    let engine = &state.engine;
+    let engine = state.engine();
     let refused = |e: crate::engine::AgentError| anyhow::anyhow!(e.to_string());
     let archiving = matches!(command, AgentsCommand::Archive { .. });
     let body = |found: crate::engine::AgentWithVersion| serde_json::json!({"agent": found.agent, "version": found.version});
@@ -443,7 +443,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
     let api = |e: auth::AuthError| anyhow::anyhow!(e.to_string());
     match command {
         AdminCommand::CreateTenant { name, raw } => {
-            let tenant = auth::create_tenant(&state.store, &name)
+            let tenant = auth::create_tenant(state.store(), &name)
                 .await
                 .map_err(api)?;
             if raw {
@@ -454,7 +454,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
         }
         AdminCommand::CreateCredential { tenant, name } => {
             let tenant = tenant_arg(&state, &tenant).await?;
-            let created = auth::create_credential(&state.store, &tenant, name)
+            let created = auth::create_credential(state.store(), &tenant, name)
                 .await
                 .map_err(api)?;
             print_json(&created);
@@ -467,9 +467,9 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
         } => {
             let tenant = tenant_arg(&state, &tenant).await?;
             let issued = auth::issue_api_token(
-                &state.store,
-                &state.tokens,
-                &state.settings.auth,
+                state.store(),
+                state.tokens(),
+                &state.settings().auth,
                 &tenant,
                 ttl,
                 name,
@@ -484,7 +484,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
         }
         AdminCommand::Quotas { tenant, set } => {
             let tenant = tenant_arg(&state, &tenant).await?;
-            let mut own = state.store.get_quota_overrides(&tenant).await?;
+            let mut own = state.store().get_quota_overrides(&tenant).await?;
             if !set.is_empty() {
                 let mut changes = serde_json::Map::new();
                 for item in &set {
@@ -506,9 +506,9 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
                 }
                 own.apply(&changes)
                     .map_err(|e| anyhow::anyhow!("--set {e}"))?;
-                state.store.put_quota_overrides(&tenant, &own).await?;
+                state.store().put_quota_overrides(&tenant, &own).await?;
             }
-            let defaults = state.settings.quotas.defaults(&state.settings.engine);
+            let defaults = state.settings().quotas.defaults(&state.settings().engine);
             print_json(&serde_json::json!({
                 "tenant_id": tenant,
                 "quotas": crate::model::Quotas::resolve(&defaults, &own).to_map(),
@@ -527,10 +527,10 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             };
             let tenant = tenant_arg(&state, &tenant).await?;
             let updated = state
-                .engine
+                .engine()
                 .update_tenant(&tenant, None, Some(status))
                 .await
-                .map_err(|e| anyhow::anyhow!(crate::error::ApiError::from(e).message))?;
+                .map_err(|e| anyhow::anyhow!(crate::http::error::ApiError::from(e).message))?;
             print_json(&updated);
         }
         AdminCommand::DeleteTenant { tenant, yes } => {
@@ -541,15 +541,15 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
                 );
             }
             state
-                .engine
+                .engine()
                 .delete_tenant(&id)
                 .await
-                .map_err(|e| anyhow::anyhow!(crate::error::ApiError::from(e).message))?;
+                .map_err(|e| anyhow::anyhow!(crate::http::error::ApiError::from(e).message))?;
             print_json(&serde_json::json!({ "deleted": id }));
         }
         AdminCommand::ListTokens { tenant } => {
             let tenant = tenant_arg(&state, &tenant).await?;
-            let tokens = state.store.list_api_tokens(&tenant).await?;
+            let tokens = state.store().list_api_tokens(&tenant).await?;
             print_json(&serde_json::json!({ "tokens": tokens }));
         }
         AdminCommand::RevokeToken { tenant, jti } => {
@@ -558,7 +558,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
                 .parse()
                 .map_err(|_| anyhow::anyhow!("`{jti}` is not a token id (tok_…)"))?;
             state
-                .store
+                .store()
                 .revoke_api_token(&tenant, &id)
                 .await
                 .map_err(|_| anyhow::anyhow!("tenant {tenant} has no token {jti}"))?;
@@ -571,8 +571,8 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             if from >= to {
                 anyhow::bail!("--from must be before --to");
             }
-            let totals = state.store.sum_usage(&tenant, from, to).await?;
-            let days = state.store.usage_by_day(&tenant, from, to).await?;
+            let totals = state.store().sum_usage(&tenant, from, to).await?;
+            let days = state.store().usage_by_day(&tenant, from, to).await?;
             let mut report = serde_json::json!({ "tenant_id": tenant, "from": from, "to": to });
             if let (Some(report), serde_json::Value::Object(totals)) =
                 (report.as_object_mut(), serde_json::to_value(totals)?)
@@ -583,7 +583,7 @@ async fn admin(settings: Settings, command: AdminCommand) -> anyhow::Result<()> 
             print_json(&report);
         }
     }
-    state.store.close().await;
+    state.store().close().await;
     Ok(())
 }
 

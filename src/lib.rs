@@ -7,7 +7,6 @@ pub mod cli;
 pub mod config;
 pub mod crypto;
 pub mod engine;
-pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod model;

@@ -269,7 +269,7 @@ fn exported(metadata: &Metadata<'_>) -> bool {
     metadata.is_span()
         && (metadata.target() == TARGET
             || (metadata.name() == "request" && metadata.target() == "agentry::http")
-            || (metadata.name() == "turn" && metadata.target() == "agentry::engine::runner"))
+            || (metadata.name() == "turn" && metadata.target() == "agentry::engine::turn_task"))
 }
 
 /// `service.name` from the settings, `OTEL_SERVICE_NAME` or `agentry`; the attributes of

@@ -2,6 +2,7 @@
 //! shared by the admin API and the CLI. Its operations return [`AuthError`]; the HTTP
 //! layer's extractors (`http::TenantAuth`, `http::AdminAuth`) and error mapping sit above.
 
+mod admin;
 mod cache;
 mod error;
 mod hasher;
@@ -9,6 +10,8 @@ mod jwt;
 mod limits;
 mod tenancy;
 
+pub use crate::store::AuthState;
+pub use admin::Admin;
 pub use cache::AuthCache;
 pub use error::AuthError;
 pub use jwt::{ADMIN_SUBJECT, Claims, InvalidToken, Principal, Role, SignedToken, TokenKeys};

@@ -34,7 +34,7 @@ pub(super) async fn run(state: &AppState, command: SchedulesCommand) -> anyhow::
             let mut after = None;
             loop {
                 let (batch, more) = state
-                    .schedules
+                    .schedules()
                     .list(&tenant, Page { after, limit: 200 })
                     .await?;
                 after = batch.last().map(|s| s.id.to_uuid());
@@ -55,7 +55,7 @@ pub(super) async fn run(state: &AppState, command: SchedulesCommand) -> anyhow::
                 .parse()
                 .map_err(|_| anyhow::anyhow!("`{schedule}` is not a schedule id (`sched_…`)"))?;
             let (runs, _) = state
-                .schedules
+                .schedules()
                 .list_runs(
                     &tenant,
                     &id,

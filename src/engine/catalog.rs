@@ -315,6 +315,49 @@ impl Engine {
         Ok((built, Some((agent.id, number))))
     }
 
+    /// Moves a session on a tenant agent to another kept version of it: its next turns run
+    /// that version.
+    pub async fn move_session(
+        &self,
+        session: &Session,
+        number: i64,
+    ) -> Result<Session, EngineError> {
+        let Some((id, from)) = session.agent_version else {
+            return Err(FieldError::new(
+                "agent.version",
+                format!(
+                    "`{}` is a configured agent: it has no versions to choose",
+                    session.agent
+                ),
+            )
+            .into());
+        };
+        let tenant = &session.tenant_id;
+        let version = match self
+            .store
+            .get_tenant_agent_version(tenant, &id, number)
+            .await
+        {
+            Ok(version) => version,
+            Err(StoreError::NotFound) => {
+                return Err(FieldError::new(
+                    "agent.version",
+                    format!("agent `{}` keeps no version {number}", session.agent),
+                )
+                .into());
+            }
+            Err(error) => return Err(error.into()),
+        };
+        self.catalog.build(&id, &session.agent, &version)?;
+        self.store
+            .update_session_agent_version(tenant, &session.id, &id, number)
+            .await?;
+        tracing::info!(session_id = %session.id, from, to = number, "session moved to another agent version");
+        let mut moved = session.clone();
+        moved.agent_version = Some((id, number));
+        Ok(moved)
+    }
+
     /// Checks a tenant agent's body as `[[agents]]` is checked, then against what the
     /// operator allows tenants; `name` is the agent's (on an update, the body may repeat it).
     fn check_agent_spec(

@@ -13,14 +13,16 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::agent_loop;
 use super::error::EngineError;
-use super::runner::{Engine, Permission, TurnControl};
+use super::pager::LogPager;
+use super::request::Permission;
+use super::runner::Engine;
+use super::scheduler::TurnControl;
+use super::turn_log;
 use crate::model::{ProcessId, SessionId, TenantId, Turn, TurnError, TurnId};
 use crate::store::{Backend, Committed, Deltas, Notice, StoreError};
 
 /// Events read from the log per query when another process's commit is caught up with.
-const PAGE: i64 = 1000;
 /// How often a process with a free slot looks for turns waiting for any process.
 const DISPATCH_TICK: Duration = Duration::from_millis(500);
 /// Failed reads of another process's commit before its session's streams are ended.
@@ -85,7 +87,7 @@ impl Engine {
                 continue;
             }
             tracing::warn!(turn_id = %turn.id, owner = ?orphan.owner, "ending a turn whose process is gone");
-            let interrupted = agent_loop::interrupt_orphan(self, turn).await;
+            let interrupted = turn_log::interrupt_orphan(self, turn).await;
             if self.settle(turn, orphan.owner.as_ref()).await {
                 ended += 1;
             } else {
@@ -143,7 +145,7 @@ impl Engine {
                 match claimed {
                     Ok(Some((turn, permissions))) => {
                         // Registered at once: a cancel from now on finds it here.
-                        let control = self.register(&turn);
+                        let control = self.scheduler.register(&turn);
                         tokio::spawn(self.clone().run_claimed(turn, permissions, slot, control));
                     }
                     Ok(None) => {
@@ -184,14 +186,14 @@ impl Engine {
             Ok(session) => session,
             Err(error) => {
                 tracing::warn!(%error, turn_id = %turn.id, "the session of a waiting turn is gone");
-                agent_loop::stop_failed(
+                turn_log::stop_failed(
                     &self,
                     &turn,
                     None,
                     TurnError::new("internal", "the turn's session could not be read"),
                 )
                 .await;
-                self.unregister(&turn.id);
+                self.scheduler.unregister(&turn.id);
                 return;
             }
         };
@@ -242,7 +244,7 @@ impl Engine {
             }
         };
         for (turn, reason) in requests {
-            let Some(control) = self.control(&turn) else {
+            let Some(control) = self.scheduler.control(&turn) else {
                 continue;
             };
             let reason = serde_json::from_value(reason)
@@ -258,7 +260,7 @@ impl Engine {
             "this process's lease expired before it was renewed: its turns are ended; \
              is the database overloaded, or engine.lease_ms too short?"
         );
-        for control in self.all_controls() {
+        for control in self.scheduler.all_controls() {
             control.stop(TurnError::new(
                 TurnError::INTERRUPTED,
                 "the server running the turn lost contact with the database",
@@ -298,7 +300,7 @@ impl Engine {
             if self.lease.is_held() {
                 continue;
             }
-            let turns = self.all_controls();
+            let turns = self.scheduler.all_controls();
             tracing::warn!(
                 turns = turns.len(),
                 "this process cannot prove its lease (not renewed in time): its turns stop \
@@ -338,7 +340,7 @@ impl Engine {
                 if !self.lease.is_held() {
                     break;
                 }
-                match agent_loop::end_unstored(&self, &turn, reason).await {
+                match turn_log::end_unstored(&self, &turn, reason).await {
                     Ok(()) | Err(EngineError::Store(StoreError::Fenced(_))) => {
                         tracing::info!(turn_id = %turn.id, "ended a turn whose end could not be stored before");
                         self.unended.lock().expect("unended lock").remove(&turn.id);
@@ -385,7 +387,7 @@ impl Engine {
         {
             let unended = self.unended.lock().expect("unended lock");
             untracked.extend(owned.into_iter().filter(|turn| {
-                self.control(&turn.id).is_none() && !unended.contains_key(&turn.id)
+                self.scheduler.control(&turn.id).is_none() && !unended.contains_key(&turn.id)
             }));
         }
         let mut suspects = self.untracked.lock().expect("untracked lock");
@@ -526,18 +528,14 @@ impl Engine {
                     None => wanted.first - 1,
                 },
             };
-            let page = self
-                .store
-                .list_events(
-                    &wanted.tenant,
-                    &session,
-                    None,
-                    after,
-                    PAGE,
-                    Deltas::AsStreamed,
-                )
-                .await;
-            match page {
+            let log = LogPager::new(
+                self.store.clone(),
+                wanted.tenant,
+                session,
+                None,
+                Deltas::AsStreamed,
+            );
+            match log.page(after).await.map(|page| page.events) {
                 Ok(page) if !page.is_empty() => {
                     failures = 0;
                     let events: Vec<_> = page.into_iter().map(Arc::new).collect();
@@ -602,7 +600,7 @@ impl Engine {
         {
             return Ok(false);
         }
-        agent_loop::stop_unstarted(self, turn, None, reason).await;
+        turn_log::stop_unstarted(self, turn, None, reason).await;
         // Not ended: it waits for any process again.
         if !self.settle(turn, None).await {
             return Err(EngineError::Store(StoreError::Corrupt(
@@ -648,12 +646,12 @@ impl Engine {
         };
         match command {
             Command::StopTurn { turn, reason } => {
-                if let Some(control) = self.control(&turn) {
+                if let Some(control) = self.scheduler.control(&turn) {
                     control.stop(reason);
                 }
             }
             Command::StopTenant { tenant, reason } => {
-                for control in self.tenant_controls(&tenant) {
+                for control in self.scheduler.tenant_controls(&tenant) {
                     control.stop(reason.clone());
                 }
             }
@@ -665,7 +663,7 @@ impl Engine {
     /// At shutdown, once this process's turns ended: it owns nothing, so it leaves now
     /// instead of when its lease expires.
     pub(super) async fn leave(&self) {
-        if self.running_turns() > 0 {
+        if self.scheduler.running_turns() > 0 {
             return;
         }
         if let Err(error) = self.store.delete_process(&self.process).await {

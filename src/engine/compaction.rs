@@ -43,7 +43,7 @@ pub struct ModelInput<'a> {
     /// Reported tokens per estimated token (1 until the provider has reported).
     pub token_ratio: f64,
     /// Where a summary's model call is counted.
-    pub meter: &'a super::agent_loop::Meter<'a>,
+    pub meter: &'a super::turn_trace::Meter<'a>,
 }
 
 impl ModelInput<'_> {
@@ -170,7 +170,7 @@ async fn summarize(
     provider: &dyn Provider,
     mut older: Vec<HistoryMessage>,
     options: &std::collections::BTreeMap<String, String>,
-    meter: &super::agent_loop::Meter<'_>,
+    meter: &super::turn_trace::Meter<'_>,
 ) -> String {
     older.push(HistoryMessage::User {
         content: Content::Text(

@@ -42,3 +42,11 @@ pub enum EngineError {
     #[error("the history a request repeats is not the end of the session's stored history")]
     HistoryMismatch,
 }
+
+/// A store's `NotFound` as the engine names it (`what` was not found); any other error as is.
+pub(super) fn not_found(error: StoreError, what: &'static str) -> EngineError {
+    match error {
+        StoreError::NotFound => EngineError::NotFound(what),
+        other => other.into(),
+    }
+}

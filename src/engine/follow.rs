@@ -8,12 +8,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::fanout::{Fanout, Subscription};
+use super::pager::LogPager;
 use crate::model::{Event, SessionId, TenantId, TurnId};
 use crate::store::Deltas;
 use crate::store::{Store, StoreError};
-
-/// Events read from the log per query.
-const PAGE: i64 = 1000;
 
 /// What to follow.
 #[derive(Debug, Clone)]
@@ -47,6 +45,13 @@ pub fn follow(
     async_stream::try_stream! {
         let replay = fresh.is_none();
         let mut live = fresh.unwrap_or_else(|| fanout.subscribe(&follow.tenant, &follow.session));
+        let log = LogPager::new(
+            store.clone(),
+            follow.tenant,
+            follow.session,
+            follow.turn,
+            follow.deltas,
+        );
         let mut last = follow.after;
         // Whether `last` is known: a fresh subscription learns it from its first event.
         let mut anchored = replay;
@@ -67,18 +72,9 @@ pub fn follow(
                 continue;
             }
             if read_log {
-                let page = store
-                    .list_events(
-                        &follow.tenant,
-                        &follow.session,
-                        follow.turn.as_ref(),
-                        last,
-                        PAGE,
-                        follow.deltas,
-                    )
-                    .await?;
-                read_log = page.len() as i64 >= PAGE;
-                backlog.extend(page);
+                let page = log.page(last).await?;
+                read_log = page.more;
+                backlog.extend(page.events);
                 continue;
             }
             if check_ended {

@@ -4,7 +4,7 @@
 //! suspended or deleted, recovery and shutdown. Faces parse their wire format, call these
 //! operations and render the events; no protocol's state lives outside them.
 
-mod agent_loop;
+mod admission;
 mod assemble;
 mod call_ids;
 mod catalog;
@@ -16,16 +16,32 @@ mod follow;
 mod histories;
 mod input;
 mod lease;
+mod pager;
 mod parts;
 mod quotas;
+mod reads;
+mod request;
 mod runner;
 mod runs;
+mod scheduler;
 mod schedules;
 mod sessions;
 mod tenants;
+mod turn_control;
+mod turn_log;
+mod turn_loop;
+mod turn_task;
+mod turn_tools;
+mod turn_trace;
 mod webhooks;
 mod writer;
 
+/// The store's values faces see through the engine's API: how a read gives deltas, pages
+/// and keyset cursors, usage rows, and the store's error (an outage is told apart by kind).
+pub use crate::store::{
+    DayUsage, Deltas, ListedRun, Page, RunCursor, RunFilter, RunMessage, StoreError, UsageTotals,
+    with_call_budget,
+};
 pub use assemble::{MessageAssembler, turn_messages};
 pub use catalog::{AgentError, AgentWithVersion, TenantAgentPolicy};
 pub use error::EngineError;
@@ -33,7 +49,8 @@ pub use follow::Follow;
 pub use input::{InputMessage, PendingCall, split_input};
 pub use parts::file_url;
 pub use quotas::QuotaBook;
-pub use runner::{Engine, StartedTurn, TurnRequest, scoped_key, unscoped_key};
+pub use request::{StartedTurn, TurnRequest, scoped_key, unscoped_key};
+pub use runner::Engine;
 pub use runs::CANCELLED_CALL;
 pub use schedules::{
     CronSchedule, MAX_CATCH_UP, NewSchedule, ScheduleError, SchedulePatch, Schedules,

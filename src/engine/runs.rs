@@ -6,10 +6,12 @@
 
 use std::sync::Arc;
 
-use super::agent_loop;
 use super::error::EngineError;
 use super::follow::Follow;
-use super::runner::{Engine, RunPart, StartedTurn, TurnRequest};
+use super::pager::LogPager;
+use super::request::{RunPart, StartedTurn, TurnRequest};
+use super::runner::Engine;
+use super::turn_log;
 use crate::model::{
     Event, Run, RunId, RunStatus, SessionId, StreamMode, TenantId, Turn, TurnId, TurnStatus, Usage,
 };
@@ -87,31 +89,14 @@ impl Engine {
     /// Every stored event of the run's turns, in order, deltas as they were streamed (so a
     /// face that numbers its frames per delta replays exactly what it sent live).
     pub async fn run_events(&self, run: &Run) -> Result<Vec<Event>, EngineError> {
-        const PAGE: i64 = 1000;
-        let mut events = Vec::new();
-        for turn in &run.turns {
-            let mut after = -1;
-            loop {
-                let page = self
-                    .store
-                    .list_events(
-                        &run.tenant_id,
-                        &run.session_id,
-                        Some(turn),
-                        after,
-                        PAGE,
-                        Deltas::AsStreamed,
-                    )
-                    .await?;
-                let full = page.len() as i64 >= PAGE;
-                after = page.last().map_or(after, |last| last.seq);
-                events.extend(page);
-                if !full {
-                    break;
-                }
-            }
-        }
-        Ok(events)
+        let log = LogPager::of_run(
+            self.store.clone(),
+            run.tenant_id,
+            run.session_id,
+            run.id,
+            Deltas::AsStreamed,
+        );
+        Ok(log.all_after(-1).await?)
     }
 
     pub async fn get_run(&self, tenant: &TenantId, id: &RunId) -> Result<Run, EngineError> {
@@ -204,7 +189,7 @@ impl Engine {
         }
         // Its answers are not a turn's own: the session's history is read again.
         self.histories.forget(&turn.session_id);
-        agent_loop::answer_cancelled(self, &turn, &pending, CANCELLED_CALL).await;
+        turn_log::answer_cancelled(self, &turn, &pending, CANCELLED_CALL).await;
         Ok(())
     }
 }

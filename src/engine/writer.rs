@@ -14,7 +14,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::fanout::Fanout;
 use super::lease::Lease;
-use super::runner::Controls;
+use super::scheduler::Controls;
 use crate::metrics::Metrics;
 use crate::model::{
     Event, EventData, HistoryMessage, ProcessId, RunId, SessionId, TenantId, TurnError, TurnId,

@@ -7,7 +7,7 @@ use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
 use actix_web::{FromRequest, HttpRequest, web};
 use serde::de::DeserializeOwned;
 
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 
 /// JSON bodies: any or no Content-Type is accepted (real clients send none); errors render
 /// as `invalid_json`, `payload_too_large`.

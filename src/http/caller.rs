@@ -7,11 +7,11 @@ use futures_util::future::LocalBoxFuture;
 use tracing_actix_web::RootSpan;
 
 use crate::app::AppState;
+use crate::auth::AuthState;
 use crate::auth::Principal;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::ratelimit::QuotaHolder;
 use crate::model::{Quota, TenantId};
-use crate::store::AuthState;
 
 /// A caller holding a valid token of an active tenant.
 #[derive(Debug, Clone)]
@@ -72,7 +72,7 @@ pub(super) fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
 pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Principal, ApiError> {
     let token = bearer_token(req)?;
     let principal = state
-        .tokens
+        .tokens()
         .verify(&token)
         .map_err(|_| ApiError::new(ErrorCode::InvalidToken, "invalid token"))?;
     if let Principal::Tenant {
@@ -85,11 +85,11 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Princip
             span.record("tenant_id", tracing::field::display(tenant_id));
         }
         match state
-            .auth_cache
-            .auth_state(&state.store, tenant_id, jti, credential.as_ref())
+            .admin()
+            .auth_state(state.auth_cache(), tenant_id, jti, credential.as_ref())
             .await?
         {
-            AuthState::Active(own) => state.engine.quotas().observe(tenant_id, own),
+            AuthState::Active(own) => state.engine().quotas().observe(tenant_id, own),
             AuthState::Suspended => {
                 return Err(ApiError::new(
                     ErrorCode::TenantSuspended,
@@ -116,7 +116,7 @@ impl FromRequest for TenantAuth {
                 Principal::Tenant { tenant_id, jti, .. } => {
                     req.extensions_mut().insert(QuotaHolder(tenant_id));
                     state
-                        .engine
+                        .engine()
                         .quotas()
                         .charge(&tenant_id, Quota::RequestsPerMinute)
                         .await?;
@@ -142,7 +142,7 @@ impl FromRequest for AdminAuth {
         let req = req.clone();
         Box::pin(async move {
             let state = state_of(&req);
-            match state.tokens.verify(&bearer_token(&req)?) {
+            match state.tokens().verify(&bearer_token(&req)?) {
                 Ok(Principal::Admin) => Ok(AdminAuth),
                 Ok(Principal::Tenant { .. }) => Err(ApiError::new(
                     ErrorCode::Forbidden,
@@ -163,7 +163,7 @@ mod proptests {
     use proptest::prelude::*;
 
     use super::bearer_token;
-    use crate::error::ErrorCode;
+    use crate::http::error::ErrorCode;
 
     fn with_authorization(value: &str) -> actix_web::HttpRequest {
         TestRequest::default()

@@ -7,7 +7,7 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use crate::config::ConsoleSettings;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 const PAGE: &str = include_str!("../../console/dist/index.html");
 

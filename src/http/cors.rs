@@ -11,7 +11,7 @@ use actix_web::middleware::Next;
 use actix_web::{HttpResponse, ResponseError, web};
 
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 
 /// Methods the API answers.
 const METHODS: &str = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
@@ -53,7 +53,7 @@ pub async fn cors(
     };
     let allow = req
         .app_data::<web::Data<AppState>>()
-        .and_then(|state| allowed(&state.settings.server.cors_allowed_origins, &origin));
+        .and_then(|state| allowed(&state.settings().server.cors_allowed_origins, &origin));
     let preflight = req.method() == Method::OPTIONS
         && req
             .headers()

@@ -8,7 +8,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use super::openapi::{self, schemas as doc};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 const PAGE: &str = include_str!("docs/index.html");
 
@@ -46,7 +46,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
             headers(("Location" = String, description = "The console, relative to `/`"))),
     ))]
 pub async fn get_index(req: HttpRequest, state: web::Data<crate::app::AppState>) -> HttpResponse {
-    let console = &state.settings.console;
+    let console = &state.settings().console;
     let console = console
         .enabled
         .then(|| format!("{}/", console.path.trim_end_matches('/')));

@@ -4,8 +4,8 @@ use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 
 use crate::app::AppState;
-use crate::error::{ApiError, OrNotFound};
 use crate::http::TenantAuth;
+use crate::http::error::{ApiError, OrNotFound};
 use crate::model::FileId;
 
 /// A stored part's content, served with the content type it was stored with.
@@ -23,7 +23,7 @@ pub async fn get_file(
 ) -> Result<HttpResponse, ApiError> {
     let id: FileId = path.parse().map_err(|_| ApiError::not_found("file"))?;
     let file = state
-        .store
+        .engine()
         .get_file(&auth.tenant_id, &id)
         .await
         .or_not_found("file")?;

@@ -34,7 +34,7 @@ pub async fn strip_untrusted(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let trusted = req.app_data::<web::Data<AppState>>().is_some_and(|state| {
-        peer_is_trusted(req.request(), &state.settings.server.trusted_proxies)
+        peer_is_trusted(req.request(), &state.settings().server.trusted_proxies)
     });
     if !trusted {
         let headers = req.headers_mut();

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::http::pagination;
 
 pub const DEFAULT_PAGE: u32 = 100;

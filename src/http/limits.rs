@@ -16,7 +16,7 @@ use actix_web::{HttpMessage, ResponseError, web};
 use futures_util::StreamExt;
 
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 
 /// Largest request head (header names and values) answered by the application. The HTTP
 /// layer itself refuses heads over 128 KiB with a bare `431` before any application code
@@ -42,7 +42,7 @@ pub async fn request_limits(
     let timeout = req
         .app_data::<web::Data<AppState>>()
         .map_or(Duration::from_secs(30), |state| {
-            Duration::from_secs(state.settings.server.body_read_timeout_seconds)
+            Duration::from_secs(state.settings().server.body_read_timeout_seconds)
         });
     let timed_out = Arc::new(AtomicBool::new(false));
     let payload = req.take_payload();

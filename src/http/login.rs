@@ -5,8 +5,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
 use crate::app::AppState;
-use crate::auth;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 
 #[derive(Deserialize)]
@@ -69,19 +68,23 @@ pub async fn issue_token(
             "only `client_credentials` is supported",
         ));
     }
-    let address = super::forwarded::client_ip(&req, &state.settings);
-    let context = auth::LoginContext {
-        store: &state.store,
-        tokens: &state.tokens,
-        settings: &state.settings.auth,
-        limits: &state.login_limits,
-    };
-    let signed = auth::login(context, &request.client_id, &request.client_secret, address).await?;
+    let address = super::forwarded::client_ip(&req, state.settings());
+    let signed = state
+        .admin()
+        .login(
+            state.tokens(),
+            &state.settings().auth,
+            state.login_limits(),
+            &request.client_id,
+            &request.client_secret,
+            address,
+        )
+        .await?;
     Ok(HttpResponse::Ok()
         .insert_header(("Cache-Control", "no-store"))
         .json(TokenResponse {
             access_token: signed.token,
             token_type: "Bearer",
-            expires_in: state.settings.auth.token_ttl_seconds,
+            expires_in: state.settings().auth.token_ttl_seconds,
         }))
 }

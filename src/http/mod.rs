@@ -12,6 +12,7 @@ mod console;
 pub mod cors;
 mod cursor;
 mod docs;
+pub mod error;
 mod files;
 pub mod forwarded;
 mod frame_id;
@@ -40,7 +41,7 @@ use tracing::Span;
 use tracing_actix_web::RootSpanBuilder;
 
 use crate::config::Settings;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 
 pub use body::{Query, parse_json, parse_optional_json};
 pub use caller::{AdminAuth, TenantAuth, authenticate};
@@ -258,6 +259,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(
             web::resource("/sessions/{session_id}")
                 .get(aap::sessions::get_session)
+                .patch(aap::sessions::update_session)
                 .delete(aap::sessions::delete_session),
         )
         .service(web::resource("/sessions/{session_id}/history").get(aap::history::get_history))

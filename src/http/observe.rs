@@ -50,17 +50,17 @@ pub async fn observe(
     let request_id = req.extensions().get::<RequestId>().copied();
     let metrics = req
         .app_data::<web::Data<AppState>>()
-        .map(|state| state.metrics.clone());
+        .map(|state| state.metrics().clone());
     let method = method_label(req.method());
     let route = req.match_pattern();
     let route = route.as_deref().unwrap_or(UNMATCHED);
     // The request's database calls share one `database.timeout_ms`.
     let budget = req
         .app_data::<web::Data<AppState>>()
-        .map(|state| state.store.timeout());
+        .map(|state| state.engine().database_timeout());
     let called = next.call(req);
     let called = match budget {
-        Some(budget) => crate::store::with_call_budget(budget, called).await,
+        Some(budget) => crate::engine::with_call_budget(budget, called).await,
         None => called.await,
     };
     let mut response = match called {

@@ -142,6 +142,7 @@ pub const METRICS: &str = "metrics";
         aap::sessions::list_sessions,
         aap::sessions::create_session,
         aap::sessions::get_session,
+        aap::sessions::update_session,
         aap::sessions::delete_session,
         aap::history::get_history,
         aap::parts::list_parts,

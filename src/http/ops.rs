@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::app::AppState;
 use crate::crypto;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 
 /// The process is up.
@@ -28,22 +28,22 @@ const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
         (status = 503, description = "Shutting down, or the database does not take a write (full, unreachable, or not within a second)", body = doc::ErrorBody),
     ))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    if !state.engine.is_accepting() {
+    if !state.engine().is_accepting() {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
             "shutting down: new turns go to another process",
         ));
     }
-    match state.engine.can_write(READY_WITHIN).await {
+    match state.engine().can_write(READY_WITHIN).await {
         Ok(()) => Ok(HttpResponse::Ok().json(json!({"status": "ready"}))),
         Err(error) => {
             tracing::warn!(error = %error, "readiness check failed");
             let message = match error {
-                crate::store::StoreError::Full(_) => "the database's storage is full",
+                crate::engine::StoreError::Full(_) => "the database's storage is full",
                 _ => "the database does not take writes",
             };
             Err(ApiError::new(ErrorCode::DatabaseUnavailable, message)
-                .retry_after(crate::error::DATABASE_RETRY_AFTER))
+                .retry_after(crate::http::error::DATABASE_RETRY_AFTER))
         }
     }
 }
@@ -63,7 +63,7 @@ pub async fn get_metrics(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    if !state.settings.metrics.on_main_port() {
+    if !state.settings().metrics.on_main_port() {
         return Err(ApiError::new(ErrorCode::NotFound, "no such route"));
     }
     serve_metrics(state, req).await
@@ -75,20 +75,20 @@ pub async fn serve_metrics(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     check_scrape_token(&state, &req)?;
-    for (pool, in_use, idle) in state.store.pool_connections() {
-        state.metrics.set_db_pool(pool, in_use, idle);
+    for (pool, in_use, idle) in state.engine().pool_connections() {
+        state.metrics().set_db_pool(pool, in_use, idle);
     }
-    state.metrics.set_mcp_servers(state.mcp.status());
+    state.metrics().set_mcp_servers(state.mcp().status());
     Ok(HttpResponse::Ok()
         .content_type(crate::metrics::CONTENT_TYPE)
         .insert_header((header::CACHE_CONTROL, "no-store"))
-        .body(state.metrics.render()))
+        .body(state.metrics().render()))
 }
 
 /// With `metrics.bearer_token` set, the request must send it as a bearer token, read as
 /// every tenant token is and compared in constant time.
 fn check_scrape_token(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
-    let expected = &state.settings.metrics.bearer_token;
+    let expected = &state.settings().metrics.bearer_token;
     if expected.is_empty() {
         return Ok(());
     }

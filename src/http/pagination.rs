@@ -4,8 +4,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 
-use crate::error::{ApiError, ErrorCode};
-use crate::store::Page;
+use crate::engine::Page;
+use crate::http::error::{ApiError, ErrorCode};
 
 pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 200;

@@ -81,7 +81,7 @@ pub async fn rate_limit_headers(
     else {
         return Ok(response);
     };
-    let standings = state.engine.quotas().standings(&tenant);
+    let standings = state.engine().quotas().standings(&tenant);
     if standings.is_empty() {
         return Ok(response);
     }

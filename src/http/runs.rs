@@ -9,13 +9,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::engine::{RunCursor, RunFilter};
 use crate::http::Query;
 use crate::http::TenantAuth;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination;
 use crate::model::{RunId, RunStatus, SessionId};
-use crate::store::{RunCursor, RunFilter};
 
 const DEFAULT_LIMIT: u32 = 20;
 const MAX_LIMIT: u32 = 100;
@@ -121,7 +121,7 @@ pub async fn list_runs(
     };
     let tenant = auth.tenant_id;
     let (listed, _) = state
-        .store
+        .engine()
         .list_runs(&tenant, &filter, cursor, limit + 1)
         .await?;
     let more = listed.len() > limit as usize;
@@ -129,11 +129,11 @@ pub async fn list_runs(
     let mut agents: HashMap<SessionId, String> = HashMap::new();
     let mut runs = Vec::with_capacity(page.len());
     for item in page {
-        let run = state.engine.get_run(&tenant, &item.id).await?;
+        let run = state.engine().get_run(&tenant, &item.id).await?;
         let agent = match agents.get(&run.session_id) {
             Some(agent) => agent.clone(),
             None => {
-                let session = state.store.get_session(&tenant, &run.session_id).await?;
+                let session = state.engine().get_session(&tenant, &run.session_id).await?;
                 agents.insert(run.session_id, session.agent.clone());
                 session.agent
             }

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::app::AppState;
 use crate::engine::{NewSchedule, ScheduleError, SchedulePatch};
-use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TenantAuth, parse_json};
 use crate::model::{
@@ -225,7 +225,7 @@ pub(super) mod ops {
             ends_at: request.ends_at,
             enabled: request.enabled.unwrap_or(true),
         };
-        let schedule = state.schedules.create(tenant, new).await?;
+        let schedule = state.schedules().create(tenant, new).await?;
         tracing::info!(tenant_id = %tenant, schedule_id = %schedule.id, "schedule created");
         Ok(HttpResponse::Created().json(ScheduleView::from(schedule)))
     }
@@ -236,7 +236,7 @@ pub(super) mod ops {
         query: &ListQuery,
     ) -> Result<HttpResponse, ApiError> {
         let cursor = query.cursor()?;
-        let (schedules, more) = state.schedules.list(tenant, cursor.page()).await?;
+        let (schedules, more) = state.schedules().list(tenant, cursor.page()).await?;
         let next = next_cursor(&schedules, more, |s| s.id.to_string());
         Ok(HttpResponse::Ok().json(ScheduleList {
             schedules: schedules.into_iter().map(ScheduleView::from).collect(),
@@ -249,7 +249,7 @@ pub(super) mod ops {
         tenant: &TenantId,
         id: &str,
     ) -> Result<HttpResponse, ApiError> {
-        let schedule = state.schedules.get(tenant, &schedule_id(id)?).await?;
+        let schedule = state.schedules().get(tenant, &schedule_id(id)?).await?;
         Ok(HttpResponse::Ok().json(ScheduleView::from(schedule)))
     }
 
@@ -273,7 +273,7 @@ pub(super) mod ops {
             ends_at: request.ends_at,
             enabled: request.enabled,
         };
-        let schedule = state.schedules.update(tenant, &id, patch).await?;
+        let schedule = state.schedules().update(tenant, &id, patch).await?;
         tracing::info!(tenant_id = %tenant, schedule_id = %id, "schedule updated");
         Ok(HttpResponse::Ok().json(ScheduleView::from(schedule)))
     }
@@ -284,7 +284,7 @@ pub(super) mod ops {
         id: &str,
     ) -> Result<HttpResponse, ApiError> {
         let id = schedule_id(id)?;
-        state.schedules.delete(tenant, &id).await?;
+        state.schedules().delete(tenant, &id).await?;
         tracing::info!(tenant_id = %tenant, schedule_id = %id, "schedule deleted");
         Ok(HttpResponse::NoContent().finish())
     }
@@ -295,7 +295,7 @@ pub(super) mod ops {
         id: &str,
     ) -> Result<HttpResponse, ApiError> {
         let id = schedule_id(id)?;
-        let run = state.schedules.run_now(tenant, &id).await?;
+        let run = state.schedules().run_now(tenant, &id).await?;
         tracing::info!(tenant_id = %tenant, schedule_id = %id, occurrence_id = %run.id, "schedule run now");
         Ok(HttpResponse::Accepted().json(run))
     }
@@ -309,7 +309,7 @@ pub(super) mod ops {
         let id = schedule_id(id)?;
         let cursor = query.cursor()?;
         let (runs, more) = state
-            .schedules
+            .schedules()
             .list_runs(tenant, &id, cursor.page())
             .await?;
         let next = next_cursor(&runs, more, |r| r.id.to_string());

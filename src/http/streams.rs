@@ -21,7 +21,7 @@ use actix_web::{ResponseError, web};
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::config::LimitsSettings;
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::model::TenantId;
 
 /// How long a refused client is asked to wait.
@@ -205,8 +205,8 @@ pub async fn limit_streams(
         // The handler refuses it as it does any other.
         _ => return Ok(next.call(req).await?.map_into_boxed_body()),
     };
-    let address = super::forwarded::client_ip(req.request(), &state.settings);
-    let slot = match state.streams.open(tenant, address) {
+    let address = super::forwarded::client_ip(req.request(), state.settings());
+    let slot = match state.streams().open(tenant, address) {
         Ok(slot) => slot,
         Err(full) => {
             let response = refusal(full).error_response();

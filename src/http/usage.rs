@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode};
+use crate::engine::{DayUsage, UsageTotals};
 use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::body::Rfc3339;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 use crate::model::{Quota, TenantId};
-use crate::store::{DayUsage, UsageTotals};
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -60,7 +60,7 @@ pub async fn usage_report(
             "from: must be before to",
         ));
     }
-    let days = state.store.usage_by_day(&tenant, from, to).await?;
+    let days = state.engine().usage_by_day(&tenant, from, to).await?;
     let totals = days
         .iter()
         .fold(UsageTotals::default(), |sum, day| UsageTotals {
@@ -107,15 +107,15 @@ pub async fn get_quotas(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = auth.tenant_id;
-    let book = state.engine.quotas();
+    let book = state.engine().quotas();
     let quotas = book.of(&tenant);
     let today = Utc::now()
         .date_naive()
         .and_hms_opt(0, 0, 0)
         .expect("midnight exists")
         .and_utc();
-    let tokens_today = state.store.tokens_since(&tenant, today).await?;
-    let sessions = state.store.count_sessions(&tenant).await?;
+    let tokens_today = state.engine().tokens_since(&tenant, today).await?;
+    let sessions = state.engine().count_sessions(&tenant).await?;
     let mut remaining: Map<String, Value> = Quota::ALL
         .into_iter()
         .map(|quota| (quota.as_str().to_owned(), Value::Null))

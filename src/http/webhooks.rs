@@ -7,13 +7,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::app::AppState;
+use crate::engine::StoreError;
 use crate::engine::{EndpointPatch, NewEndpoint, WebhookError};
-use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TenantAuth, parse_json};
 use crate::model::{Endpoint, EndpointId, MessageId, TenantId, WebhookDelivery};
-use crate::store::StoreError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,7 +99,7 @@ pub(super) mod ops {
     ) -> Result<HttpResponse, ApiError> {
         let request: CreateEndpoint = parse_json(body)?;
         let created = state
-            .webhooks
+            .webhooks()
             .create_endpoint(
                 tenant,
                 NewEndpoint {
@@ -121,7 +121,10 @@ pub(super) mod ops {
         query: &ListQuery,
     ) -> Result<HttpResponse, ApiError> {
         let cursor = query.cursor()?;
-        let (endpoints, more) = state.webhooks.list_endpoints(tenant, cursor.page()).await?;
+        let (endpoints, more) = state
+            .webhooks()
+            .list_endpoints(tenant, cursor.page())
+            .await?;
         let next = next_cursor(&endpoints, more, |e| e.id.to_string());
         Ok(HttpResponse::Ok().json(EndpointList { endpoints, next }))
     }
@@ -132,7 +135,7 @@ pub(super) mod ops {
         id: &str,
     ) -> Result<HttpResponse, ApiError> {
         let endpoint = state
-            .webhooks
+            .webhooks()
             .get_endpoint(tenant, &endpoint_id(id)?)
             .await?;
         Ok(HttpResponse::Ok().json(endpoint))
@@ -152,7 +155,7 @@ pub(super) mod ops {
             event_types: request.event_types,
             enabled: request.enabled,
         };
-        let endpoint = state.webhooks.update_endpoint(tenant, &id, patch).await?;
+        let endpoint = state.webhooks().update_endpoint(tenant, &id, patch).await?;
         tracing::info!(tenant_id = %tenant, endpoint_id = %id, "webhook endpoint updated");
         Ok(HttpResponse::Ok().json(endpoint))
     }
@@ -163,7 +166,7 @@ pub(super) mod ops {
         id: &str,
     ) -> Result<HttpResponse, ApiError> {
         let id = endpoint_id(id)?;
-        state.webhooks.delete_endpoint(tenant, &id).await?;
+        state.webhooks().delete_endpoint(tenant, &id).await?;
         tracing::info!(tenant_id = %tenant, endpoint_id = %id, "webhook endpoint deleted");
         Ok(HttpResponse::NoContent().finish())
     }
@@ -174,7 +177,7 @@ pub(super) mod ops {
         id: &str,
     ) -> Result<HttpResponse, ApiError> {
         let id = endpoint_id(id)?;
-        let rotated = state.webhooks.rotate_secret(tenant, &id).await?;
+        let rotated = state.webhooks().rotate_secret(tenant, &id).await?;
         tracing::info!(tenant_id = %tenant, endpoint_id = %id, "webhook secret rotated");
         Ok(HttpResponse::Ok()
             .insert_header(("Cache-Control", "no-store"))
@@ -190,7 +193,7 @@ pub(super) mod ops {
         let id = endpoint_id(id)?;
         let cursor = query.cursor()?;
         let (deliveries, more) = state
-            .webhooks
+            .webhooks()
             .list_deliveries(tenant, &id, cursor.page())
             .await?;
         let next = next_cursor(&deliveries, more, |d| d.id.to_string());
@@ -206,7 +209,7 @@ pub(super) mod ops {
         let id = endpoint_id(id)?;
         let message = message_id(message)?;
         let delivery = state
-            .webhooks
+            .webhooks()
             .replay_delivery(tenant, &id, &message)
             .await?;
         tracing::info!(tenant_id = %tenant, endpoint_id = %id, message_id = %message, "webhook delivery replayed");

@@ -391,6 +391,44 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The events of a run's turns after `after`, in order, from up to `limit` stored rows:
+    /// one statement for the whole run, however many turns it took.
+    pub async fn list_run_events(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        run: &RunId,
+        after: i64,
+        limit: i64,
+        deltas: Deltas,
+    ) -> Result<Vec<Event>, StoreError> {
+        let rows: Vec<EventRow> = with_db!(self, |pool| {
+            // Each turn's events lie between its first and last seq.
+            sqlx::query_as(
+                "SELECT e.session_id, e.seq, e.turn_id, e.kind, e.data, e.created_at \
+                 FROM turns t JOIN events e ON e.session_id = t.session_id \
+                 WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.run_id = $5 \
+                 AND e.seq > $3 AND e.seq >= COALESCE(t.first_seq, 0) \
+                 AND e.seq <= COALESCE(t.last_seq, 9223372036854775807) \
+                 AND e.turn_id = t.id ORDER BY e.seq LIMIT $4",
+            )
+            .bind(tenant)
+            .bind(session)
+            .bind(after)
+            .bind(limit)
+            .bind(run)
+            .fetch_all(pool)
+            .await
+        })?;
+        let mut events = Vec::with_capacity(rows.len());
+        for row in rows {
+            row.push_events(after, deltas, &mut events)?;
+        }
+        Ok(events)
+    }
+}
+
 /// The history rows and turn updates of an append, on either backend's transaction.
 macro_rules! append_rest {
     ($tx:ident, $groups:expr, $db:ty, $enqueued:ident, $postgres:expr, $hooked:expr) => {

@@ -35,11 +35,13 @@ pub struct ListedRun {
     pub updated_at: DateTime<Utc>,
 }
 
-/// A history message a run's turn wrote, with its place in the session's history.
+/// A history message a run's turn wrote, with its place in the session's history and the
+/// idempotency key its turn was admitted with (a client's id for the message it sent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunMessage {
     pub position: i64,
     pub turn_id: TurnId,
+    pub turn_key: Option<String>,
     pub message: HistoryMessage,
 }
 
@@ -113,24 +115,26 @@ impl Store {
         session: &SessionId,
         run: &RunId,
     ) -> Result<Vec<RunMessage>, StoreError> {
-        let rows: Vec<(i64, TurnId, Json<HistoryMessage>)> = with_db!(self, |pool| {
-            sqlx::query_as(
-                "SELECT h.position, h.turn_id, h.message FROM history h \
+        let rows: Vec<(i64, TurnId, Option<String>, Json<HistoryMessage>)> =
+            with_db!(self, |pool| {
+                sqlx::query_as(
+                    "SELECT h.position, h.turn_id, t.idempotency_key, h.message FROM history h \
                  JOIN turns t ON t.id = h.turn_id AND t.session_id = h.session_id \
                  WHERE t.tenant_id = $1 AND h.session_id = $2 AND t.run_id = $3 \
                  ORDER BY h.position",
-            )
-            .bind(tenant)
-            .bind(session)
-            .bind(run)
-            .fetch_all(pool)
-            .await
-        })?;
+                )
+                .bind(tenant)
+                .bind(session)
+                .bind(run)
+                .fetch_all(pool)
+                .await
+            })?;
         Ok(rows
             .into_iter()
-            .map(|(position, turn_id, Json(message))| RunMessage {
+            .map(|(position, turn_id, turn_key, Json(message))| RunMessage {
                 position,
                 turn_id,
+                turn_key,
                 message,
             })
             .collect())

@@ -5,6 +5,7 @@ mod conformance;
 mod input;
 mod isolation;
 mod push;
+mod statements;
 mod streams;
 mod versions;
 

@@ -177,12 +177,12 @@ async fn admin_credential_token_session_lifecycle() {
     let tenant_id = tenant.parse().unwrap();
     let session_id = session.parse().unwrap();
     assert!(matches!(
-        app.state.store.get_session(&tenant_id, &session_id).await,
+        app.state.store().get_session(&tenant_id, &session_id).await,
         Err(agentry::store::StoreError::NotFound)
     ));
     assert!(
         app.state
-            .store
+            .store()
             .list_api_tokens(&tenant_id)
             .await
             .unwrap()

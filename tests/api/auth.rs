@@ -11,7 +11,7 @@ use crate::helpers::{TestApp, spawn_app};
 /// The key the app signs with (generated on first start and stored).
 async fn signing_secret(app: &TestApp) -> String {
     app.state
-        .store
+        .store()
         .get_instance_key("jwt")
         .await
         .unwrap()

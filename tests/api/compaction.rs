@@ -27,7 +27,7 @@ async fn history(app: &TestApp, token: &str, session: &str, kind: &str) -> Vec<V
 
 async fn compactions(app: &TestApp, tenant: &str, session: &str) -> Vec<agentry::model::EventData> {
     app.state
-        .store
+        .store()
         .list_events(
             &tenant.parse().unwrap(),
             &session.parse().unwrap(),
@@ -249,7 +249,7 @@ async fn the_budget_is_corrected_by_the_input_tokens_the_provider_reports() {
     assert!(compactions(&app, &tenant, &session).await.is_empty());
     let ratio = app
         .state
-        .store
+        .store()
         .get_token_ratio(&tenant.parse().unwrap(), &session.parse().unwrap())
         .await
         .unwrap();

@@ -96,7 +96,7 @@ async fn health_and_readiness_answer() {
     assert_eq!(ready.status, StatusCode::OK);
     assert_eq!(ready.body["status"], "ready");
 
-    app.state.store.close().await;
+    app.state.store().close().await;
     let unready = app
         .request(reqwest::Method::GET, "/readyz", None, None)
         .await;

@@ -118,7 +118,7 @@ impl Setup {
         let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
         assert!(
             app.state
-                .mcp
+                .mcp()
                 .wait_for("fx", Duration::from_secs(30), |tools| tools.is_some())
                 .await,
             "the fixture connects"
@@ -570,7 +570,7 @@ async fn a_server_whose_program_dies_loses_its_tools_until_it_is_restarted() {
     assert!(killed.success());
     assert!(
         app.state
-            .mcp
+            .mcp()
             .wait_for("fx", Duration::from_secs(20), |tools| tools.is_none())
             .await,
         "the death is noticed"
@@ -579,7 +579,7 @@ async fn a_server_whose_program_dies_loses_its_tools_until_it_is_restarted() {
     assert!(!meta.text.contains("fx.echo"), "{}", meta.text);
     assert!(
         app.state
-            .mcp
+            .mcp()
             .wait_for("fx", Duration::from_secs(30), |tools| tools.is_some())
             .await,
         "reconnected"
@@ -642,7 +642,7 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
     );
     assert!(
         app.state
-            .mcp
+            .mcp()
             .wait_for("fx", Duration::from_secs(20), |tools| {
                 tools.is_some_and(|t| t.iter().any(|t| t.name == "extra"))
             })
@@ -656,11 +656,11 @@ async fn a_wildcard_takes_every_tool_and_follows_the_servers_notice_of_changed_t
             "fx.add", "fx.echo", "fx.count", "fx.grow", "fx.env", "fx.sleep", "fx.extra"
         ]
     );
-    let agent = app.state.agents.get("all").unwrap();
+    let agent = app.state.agents().get("all").unwrap();
     assert!(agent.is_mcp_tool("fx.extra"));
     assert!(
         !app.state
-            .agents
+            .agents()
             .get("gpt")
             .unwrap()
             .is_mcp_tool("calculator")

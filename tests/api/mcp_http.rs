@@ -115,7 +115,7 @@ name = "web.*"
     let app = spawn_app_on(std::sync::Arc::new(TestDb::new().await), &config).await;
     assert!(
         app.state
-            .mcp
+            .mcp()
             .wait_for("web", Duration::from_secs(30), |tools| tools.is_some())
             .await,
         "the HTTP server connects"

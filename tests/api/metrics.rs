@@ -768,7 +768,7 @@ async fn each_configured_mcp_server_is_reported_up_or_down() {
     let app = spawn_app_on(Arc::new(TestDb::new().await), &config).await;
     assert!(
         app.state
-            .mcp
+            .mcp()
             .wait_for("fx", Duration::from_secs(20), |tools| tools.is_some())
             .await,
         "the fixture connects"

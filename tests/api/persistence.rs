@@ -66,18 +66,18 @@ async fn a_restarted_app_keeps_tenants_tokens_sessions_and_history() {
     assert_eq!(login.status, StatusCode::OK);
     let stored = app
         .state
-        .store
+        .store()
         .get_session(&tenant.parse().unwrap(), &session.parse().unwrap())
         .await
         .unwrap();
-    let options = agentry::engine::open_secret_options(&app.state.secrets, &stored).unwrap();
+    let options = agentry::engine::open_secret_options(app.state.secrets(), &stored).unwrap();
     assert_eq!(options["api_key"], "kept-secret");
 }
 
 #[tokio::test]
 async fn migrating_twice_applies_nothing_the_second_time() {
     let app = spawn_app().await;
-    assert!(app.state.store.migrate().await.unwrap().is_empty());
+    assert!(app.state.store().migrate().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -96,11 +96,11 @@ async fn a_configured_secrets_key_takes_over_and_old_secrets_still_open() {
     let tenant_id = tenant.parse().unwrap();
     let old = app
         .state
-        .store
+        .store()
         .get_session(&tenant_id, &session.parse().unwrap())
         .await
         .unwrap();
-    let options = agentry::engine::open_secret_options(&app.state.secrets, &old).unwrap();
+    let options = agentry::engine::open_secret_options(app.state.secrets(), &old).unwrap();
     assert_eq!(options["api_key"], "before");
     let fresh = app
         .create_session(
@@ -110,7 +110,7 @@ async fn a_configured_secrets_key_takes_over_and_old_secrets_still_open() {
         .await;
     let fresh = app
         .state
-        .store
+        .store()
         .get_session(&tenant_id, &fresh.parse().unwrap())
         .await
         .unwrap();

@@ -443,7 +443,7 @@ async fn a_bucket_gives_units_back_at_the_quotas_pace() {
     let (other, _) = app.new_tenant().await;
     let tenant = tenant.parse().unwrap();
     let other = other.parse().unwrap();
-    let store = &app.state.store;
+    let store = app.state.store();
     // 60 a minute: one unit drains per second, from a bucket of 10.
     let drain = 1e-6;
     let t0: i64 = 1_800_000_000_000_000;

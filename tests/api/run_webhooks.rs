@@ -62,7 +62,7 @@ impl PayloadFormat for Compact {
 async fn app_with(model: &ScriptedOpenAi) -> TestApp {
     let app = spawn_app_on(Arc::new(TestDb::new().await), &config(model, "")).await;
     app.state
-        .webhooks
+        .webhooks()
         .register_format("compact", Arc::new(Compact));
     app
 }
@@ -270,7 +270,7 @@ async fn a_runs_endpoint_receives_its_status_changes_in_order_rendered_signed_an
     });
     let created = app
         .state
-        .webhooks
+        .webhooks()
         .create_run_endpoint(&tenant_id(&tenant), new)
         .await
         .unwrap();
@@ -352,7 +352,7 @@ async fn a_generated_token_is_returned_once_signs_and_is_never_shown_again() {
     });
     let created = app
         .state
-        .webhooks
+        .webhooks()
         .create_run_endpoint(&tenant, new)
         .await
         .unwrap();
@@ -373,7 +373,7 @@ async fn a_generated_token_is_returned_once_signs_and_is_never_shown_again() {
     assert_eq!(hook.authorization, "Basic dXNlcjpwYXNzd29yZA==");
 
     // Read back: no token, no credentials, anywhere.
-    let webhooks = &app.state.webhooks;
+    let webhooks = app.state.webhooks();
     let got = webhooks
         .get_run_endpoint(&tenant, &run, "generated")
         .await
@@ -413,9 +413,9 @@ async fn run_endpoints_are_replaced_by_key_limited_deleted_idempotently_and_chec
     let db = Arc::new(TestDb::new().await);
     let app = spawn_app_on(db, &config(&model, "max_endpoints_per_tenant = 1\n")).await;
     app.state
-        .webhooks
+        .webhooks()
         .register_format("compact", Arc::new(Compact));
-    let webhooks = &app.state.webhooks;
+    let webhooks = app.state.webhooks();
     let (tenant, token) = app.new_tenant().await;
     let tenant = tenant_id(&tenant);
     let run_reply = answered_run(&app, &model, &token).await;
@@ -582,7 +582,7 @@ async fn a_failing_run_endpoint_is_retried_until_it_answers_and_keeps_the_order(
     let (tenant, token) = app.new_tenant().await;
     let (run, acp_id, gate) = gated_tool_run(&app, &model, &token).await;
     app.state
-        .webhooks
+        .webhooks()
         .create_run_endpoint(
             &tenant_id(&tenant),
             new_endpoint(run, "flaky", &pushed.url, Some("flaky-token")),
@@ -627,7 +627,7 @@ async fn run_endpoints_are_listed_with_the_tenants_and_their_deliveries_read_and
     let (run, _, gate) = gated_tool_run(&app, &model, &token).await;
     let created = app
         .state
-        .webhooks
+        .webhooks()
         .create_run_endpoint(
             &tenant_id(&tenant),
             new_endpoint(run, "listed", &pushed.url, Some("listed-token")),
@@ -721,7 +721,7 @@ async fn a_format_missing_at_send_time_fails_the_attempt_with_a_clear_error() {
     let (run, acp_id, gate) = gated_tool_run(&app, &model, &token).await;
     let created = app
         .state
-        .webhooks
+        .webhooks()
         .create_run_endpoint(
             &tenant_id(&tenant),
             new_endpoint(run, "restart", &pushed.url, Some("restart-token")),
@@ -755,7 +755,7 @@ async fn a_format_missing_at_send_time_fails_the_attempt_with_a_clear_error() {
     assert!(failed["last_status"].is_null());
     assert!(pushed.pending().is_empty());
     app.state
-        .webhooks
+        .webhooks()
         .register_format("compact", Arc::new(Compact));
     let completed = pushed.next().await;
     assert_eq!(completed.json()["status"], "completed");

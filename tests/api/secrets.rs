@@ -72,7 +72,7 @@ async fn a_secret_option_is_never_shown_but_decrypts_for_the_engine() {
     let tenant_id = tenant.parse().unwrap();
     let stored = app
         .state
-        .store
+        .store()
         .get_session(&tenant_id, &session.parse().unwrap())
         .await
         .unwrap();
@@ -82,17 +82,17 @@ async fn a_secret_option_is_never_shown_but_decrypts_for_the_engine() {
     assert!(!stored.options.contains_key("api_key"));
 
     // The engine reads it back exactly; the operator default applies when none was given.
-    let options = agentry::engine::open_secret_options(&app.state.secrets, &stored).unwrap();
+    let options = agentry::engine::open_secret_options(app.state.secrets(), &stored).unwrap();
     assert_eq!(options["api_key"], secret);
     assert_eq!(options["model"], "large");
     assert_eq!(options["language"], "English");
     let defaulted = app
         .state
-        .store
+        .store()
         .get_session(&tenant_id, &defaulted.parse().unwrap())
         .await
         .unwrap();
-    let options = agentry::engine::open_secret_options(&app.state.secrets, &defaulted).unwrap();
+    let options = agentry::engine::open_secret_options(app.state.secrets(), &defaulted).unwrap();
     assert_eq!(options["api_key"], "operator-default-key");
 }
 
@@ -115,18 +115,18 @@ async fn a_sealed_option_cannot_be_moved_to_another_session() {
     let tenant_id = tenant.parse().unwrap();
     let a = app
         .state
-        .store
+        .store()
         .get_session(&tenant_id, &a.parse().unwrap())
         .await
         .unwrap();
     let mut b = app
         .state
-        .store
+        .store()
         .get_session(&tenant_id, &b.parse().unwrap())
         .await
         .unwrap();
     b.sealed_options = a.sealed_options.clone();
-    assert!(agentry::engine::open_secret_options(&app.state.secrets, &b).is_err());
+    assert!(agentry::engine::open_secret_options(app.state.secrets(), &b).is_err());
 }
 
 #[tokio::test]
@@ -185,11 +185,11 @@ async fn opened(
 ) -> std::collections::BTreeMap<String, String> {
     let stored = app
         .state
-        .store
+        .store()
         .get_session(&tenant.parse().unwrap(), &session.parse().unwrap())
         .await
         .unwrap();
-    agentry::engine::open_secret_options(&app.state.secrets, &stored).unwrap()
+    agentry::engine::open_secret_options(app.state.secrets(), &stored).unwrap()
 }
 
 #[tokio::test]

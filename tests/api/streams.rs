@@ -46,7 +46,7 @@ async fn ids_are_the_session_seq_and_replay_from_every_cursor_gives_the_rest() {
     assert!(live_ids.windows(2).all(|w| w[0] < w[1]), "{live_ids:?}");
     let log = app
         .state
-        .store
+        .store()
         .list_events(
             &tenant.parse().unwrap(),
             &session.parse().unwrap(),
@@ -353,15 +353,15 @@ async fn a_sessions_live_channel_goes_when_its_last_follower_leaves() {
                 .await,
         );
     }
-    assert_eq!(app.state.engine.live_sessions(), 50);
+    assert_eq!(app.state.engine().live_sessions(), 50);
     drop(followers);
     // The server learns that a client left when its next keep-alive cannot be written.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while app.state.engine.live_sessions() > 0 {
+    while app.state.engine().live_sessions() > 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "{} channels remain",
-            app.state.engine.live_sessions()
+            app.state.engine().live_sessions()
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

@@ -961,3 +961,70 @@ async fn a_configured_agent_limited_to_some_tenants_is_theirs_only() {
     let read = app.get(&format!("/sessions/{session}"), &b_token).await;
     assert_eq!(read.body["agent"]["version"], 1, "{}", read.text);
 }
+
+/// `PATCH /sessions/{id}` moves a session to another kept version: its next turns run it.
+#[tokio::test]
+async fn a_session_is_moved_to_another_version_explicitly() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let (_, other) = app.new_tenant().await;
+    assert_eq!(
+        app.post("/agents", &token, helper("one")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        publish(&app, &token, "helper", 1).await.status,
+        StatusCode::OK
+    );
+    let updated = app
+        .request(
+            Method::PUT,
+            "/agents/helper",
+            Some(&token),
+            Some(&helper("two")),
+        )
+        .await;
+    assert_eq!(updated.status, StatusCode::OK);
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "helper"}}))
+        .await;
+    assert_eq!(prompt_of_turn(&app, &token, &session, &server).await, "one");
+
+    let path = format!("/sessions/{session}");
+    let moved = app
+        .patch(&path, &token, json!({"agent": {"version": 2}}))
+        .await;
+    assert_eq!(moved.status, StatusCode::OK, "{}", moved.text);
+    assert_eq!(moved.body["agent"]["version"], 2);
+    assert_eq!(prompt_of_turn(&app, &token, &session, &server).await, "two");
+    assert_eq!(app.get(&path, &token).await.body["agent"]["version"], 2);
+
+    let missing = app
+        .patch(&path, &token, json!({"agent": {"version": 9}}))
+        .await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST, "{}", missing.text);
+    assert_eq!(missing.body["error"]["field"], "agent.version");
+    assert_eq!(
+        app.patch(&path, &other, json!({"agent": {"version": 1}}))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let echo = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let configured = app
+        .patch(
+            &format!("/sessions/{echo}"),
+            &token,
+            json!({"agent": {"version": 1}}),
+        )
+        .await;
+    assert_eq!(
+        configured.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        configured.text
+    );
+}

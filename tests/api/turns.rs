@@ -559,7 +559,7 @@ async fn a_shutting_down_engine_refuses_new_turns_and_finishes_running_ones() {
         .await;
     assert_eq!(running.next().await.unwrap().event, "turn_start");
 
-    let engine = app.state.engine.clone();
+    let engine = app.state.engine().clone();
     let shutdown = engine.shutdown(std::time::Duration::from_secs(30));
     tokio::pin!(shutdown);
     // Polled once, shutdown has stopped intake and waits for the running turn.

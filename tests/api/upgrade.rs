@@ -192,7 +192,7 @@ async fn a_database_the_previous_release_wrote_keeps_every_session_turn_event_an
             .await;
         let stored = app
             .state
-            .store
+            .store()
             .list_history(
                 &tenant.parse().unwrap(),
                 &session.parse().unwrap(),
@@ -208,7 +208,7 @@ async fn a_database_the_previous_release_wrote_keeps_every_session_turn_event_an
         }
         let logged = app
             .state
-            .store
+            .store()
             .list_events(
                 &tenant.parse().unwrap(),
                 &session.parse().unwrap(),
@@ -235,7 +235,7 @@ async fn a_database_the_previous_release_wrote_keeps_every_session_turn_event_an
         let (id, status) = run.split_once(' ').unwrap();
         let stored = app
             .state
-            .store
+            .store()
             .get_run(&tenant_id, &id.parse().unwrap())
             .await
             .unwrap();
@@ -245,7 +245,7 @@ async fn a_database_the_previous_release_wrote_keeps_every_session_turn_event_an
     // The migrated sessions go on: a secret option still opens, seqs continue.
     let echo = app
         .state
-        .store
+        .store()
         .list_sessions(
             &tenant_id,
             agentry::store::Page {
@@ -275,7 +275,7 @@ async fn a_database_the_previous_release_wrote_keeps_every_session_turn_event_an
     assert_eq!(reply.status, reqwest::StatusCode::OK, "{}", reply.text);
     let next = app
         .state
-        .store
+        .store()
         .list_events(
             &tenant_id,
             &echo.id,

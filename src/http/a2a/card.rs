@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::error::A2aError;
 use crate::agents::Agent;
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// How clients answer an input-required task (documented in README.md).
 pub const INPUT_EXTENSION: &str = "urn:agentry:a2a:input-required:v1";
@@ -162,7 +162,7 @@ pub async fn agent_for(
     name: &str,
 ) -> Result<std::sync::Arc<Agent>, A2aError> {
     state
-        .engine
+        .engine()
         .find_agent(tenant, name)
         .await?
         .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))
@@ -185,10 +185,10 @@ pub async fn get_agent_card(
     // The public card names configured agents only: a tenant's agent's card is its
     // extended card (`GET /a2a/{agent}/extendedAgentCard` with the tenant's token).
     let agent = agent_for(&state, None, &path).await?;
-    let base = crate::http::forwarded::base_url(&req, &state.settings);
+    let base = crate::http::forwarded::base_url(&req, state.settings());
     Ok(card_response(
         &req,
-        &card(&agent, &base, state.settings.a2a.card_v03_fields),
+        &card(&agent, &base, state.settings().a2a.card_v03_fields),
     ))
 }
 
@@ -204,16 +204,16 @@ pub async fn get_default_card(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, A2aError> {
-    let name = &state.settings.a2a.default_agent;
+    let name = &state.settings().a2a.default_agent;
     let agent = if name.is_empty() {
-        state.agents.iter().next().cloned()
+        state.agents().iter().next().cloned()
     } else {
-        state.agents.get(name).cloned()
+        state.agents().get(name).cloned()
     }
     .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))?;
-    let base = crate::http::forwarded::base_url(&req, &state.settings);
+    let base = crate::http::forwarded::base_url(&req, state.settings());
     Ok(card_response(
         &req,
-        &card(&agent, &base, state.settings.a2a.card_v03_fields),
+        &card(&agent, &base, state.settings().a2a.card_v03_fields),
     ))
 }

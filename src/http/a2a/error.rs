@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::version::Version;
 use crate::engine::EngineError;
-use crate::error::{ApiError, ErrorCode};
+use crate::engine::StoreError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::model::FieldError;
-use crate::store::StoreError;
 
 /// The errors A2A defines, and JSON-RPC's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use super::params::{self, Params};
 use super::version::Version;
 use super::{card, media, push, sse};
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 
 /// A method: the operation, and the version whose names it uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,9 +130,9 @@ async fn answer(
         Err(error) => {
             let status = error.as_response_error().status_code();
             let code = if status == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE {
-                crate::error::ErrorCode::PayloadTooLarge
+                crate::http::error::ErrorCode::PayloadTooLarge
             } else {
-                crate::error::ErrorCode::InvalidJson
+                crate::http::error::ErrorCode::InvalidJson
             };
             return A2aError::Http(ApiError::new(
                 code,
@@ -215,7 +215,7 @@ async fn answer(
         agent,
         version,
     };
-    let base = crate::http::forwarded::base_url(&req, &state.settings);
+    let base = crate::http::forwarded::base_url(&req, state.settings());
     let reply = dispatch(&call, method, &params, &req, &base).await;
     match reply {
         Ok(Reply::Json(result)) => HttpResponse::Ok().json(rpc_result(&id, result)),
@@ -253,7 +253,7 @@ async fn dispatch(
             Reply::Json(card::card(
                 &call.agent,
                 base,
-                call.state.settings.a2a.card_v03_fields,
+                call.state.settings().a2a.card_v03_fields,
             ))
         }
     })

@@ -14,8 +14,8 @@ use super::params::{self, Params};
 use super::tasks;
 use super::wire::{Shown, State};
 use crate::engine::SessionRef;
+use crate::engine::{RunCursor, RunFilter};
 use crate::model::{RunId, RunStatus, Session};
-use crate::store::{RunCursor, RunFilter};
 
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 100;
@@ -96,7 +96,7 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
         let found = match SessionRef::parse(key) {
             Some(reference) => {
                 call.state
-                    .engine
+                    .engine()
                     .find_session(&call.tenant, &reference)
                     .await?
             }
@@ -109,7 +109,7 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
     }
     let (runs, total) = call
         .state
-        .store
+        .engine()
         .list_runs(&call.tenant, &filter, cursor, page_size as u32 + 1)
         .await?;
     let more = runs.len() > page_size as usize;
@@ -121,12 +121,16 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
         artifacts: include_artifacts,
     };
     for listed in page {
-        let run = call.state.engine.get_run(&call.tenant, &listed.id).await?;
+        let run = call
+            .state
+            .engine()
+            .get_run(&call.tenant, &listed.id)
+            .await?;
         let session = match sessions.entry(run.session_id) {
             std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
             std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
                 call.state
-                    .store
+                    .engine()
                     .get_session(&call.tenant, &run.session_id)
                     .await?,
             ),

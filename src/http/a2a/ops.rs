@@ -18,10 +18,10 @@ use super::version::Version;
 use super::wire::{Shown, StreamEvent, Task};
 use crate::agents::{Agent, SessionConfigRequest};
 use crate::app::AppState;
+use crate::engine::Deltas;
 use crate::engine::{EngineError, Follow, InputMessage, SessionRef, TurnRequest, scoped_key};
 use crate::http::frame_id::FrameId;
 use crate::model::{Run, RunStatus, Session, StreamMode, TenantId};
-use crate::store::Deltas;
 
 /// Who calls, on which agent, in which version.
 pub struct Call {
@@ -108,7 +108,7 @@ impl Call {
             // Until the turn stops: terminal, or waiting for the client.
             let turn = *run.last_turn();
             self.state
-                .engine
+                .engine()
                 .follow(Follow {
                     tenant: self.tenant,
                     session: run.session_id,
@@ -119,7 +119,7 @@ impl Call {
                 .for_each(|_| async {})
                 .await;
         }
-        let run = self.state.engine.get_run(&self.tenant, &run.id).await?;
+        let run = self.state.engine().get_run(&self.tenant, &run.id).await?;
         let task = tasks::snapshot(&self.state, &run, &session).await?;
         let shown = Shown {
             history_length,
@@ -161,7 +161,7 @@ impl Call {
 
     /// A new task: a new run in the message's context (a new session when it names none).
     async fn start_task(&self, message: InMessage) -> Result<(Run, Session), A2aError> {
-        let engine = &self.state.engine;
+        let engine = self.state.engine();
         let session = match &message.context_id {
             Some(key) => {
                 let missing =
@@ -251,14 +251,14 @@ impl Call {
         }
         let pending = self
             .state
-            .engine
+            .engine()
             .pending_tool_calls(&self.tenant, &session.id)
             .await?;
         let answers =
             parse::parse_answers(&message.parts, &pending, |n| self.agent.has_server_tool(n))?;
         let (run, _) = self
             .state
-            .engine
+            .engine()
             .resume_run(&self.tenant, &run.id, self.turn_request(message, answers))
             .await
             .map_err(|e| match e {
@@ -355,7 +355,7 @@ impl Call {
         let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
         let run = self
             .state
-            .engine
+            .engine()
             .cancel_run(&self.tenant, &run.id)
             .await
             .map_err(|e| match e {
@@ -367,7 +367,7 @@ impl Call {
             })?;
         let stopped = self
             .state
-            .engine
+            .engine()
             .follow(Follow {
                 tenant: self.tenant,
                 session: run.session_id,
@@ -377,7 +377,7 @@ impl Call {
             })
             .for_each(|_| async {});
         let _ = tokio::time::timeout(CANCEL_WAIT, stopped).await;
-        let run = self.state.engine.get_run(&self.tenant, &run.id).await?;
+        let run = self.state.engine().get_run(&self.tenant, &run.id).await?;
         let task = tasks::snapshot(&self.state, &run, &session).await?;
         Ok(self.task_json(&task, Shown::ALL))
     }

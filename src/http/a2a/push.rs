@@ -115,7 +115,7 @@ fn webhook_error(error: WebhookError, task: &str) -> A2aError {
         WebhookError::TooManyRunEndpoints(limit) => A2aError::unsupported(format!(
             "a tenant may have at most {limit} push notification configs over all its tasks"
         )),
-        other => A2aError::Http(crate::error::ApiError::internal(anyhow::anyhow!(
+        other => A2aError::Http(crate::http::error::ApiError::internal(anyhow::anyhow!(
             other.to_string()
         ))),
     }
@@ -218,7 +218,7 @@ pub async fn check(call: &Call, config: &Params) -> Result<(), A2aError> {
     let placeholder = RunId::generate();
     let new = new_endpoint(call, placeholder, &placeholder.to_string(), config)?;
     call.state
-        .webhooks
+        .webhooks()
         .check_run_endpoint(&call.tenant, &new)
         .await
         .map_err(|e| webhook_error(e, "(new)"))
@@ -230,7 +230,7 @@ pub async fn register(call: &Call, task: &str, config: &Params) -> Result<Value,
     let new = new_endpoint(call, run.id, task, config)?;
     let created = call
         .state
-        .webhooks
+        .webhooks()
         .create_run_endpoint(&call.tenant, new)
         .await
         .map_err(|e| webhook_error(e, task))?;
@@ -266,7 +266,7 @@ pub async fn get(call: &Call, params: &Params) -> Result<Value, A2aError> {
     let (run, _) = load_task(&call.state, &call.tenant, &call.agent, task).await?;
     let endpoint = call
         .state
-        .webhooks
+        .webhooks()
         .get_run_endpoint(&call.tenant, &run.id, key)
         .await
         .map_err(|e| match e {
@@ -285,7 +285,7 @@ pub async fn list(call: &Call, params: &Params) -> Result<Value, A2aError> {
     let (run, _) = load_task(&call.state, &call.tenant, &call.agent, task).await?;
     let endpoints = call
         .state
-        .webhooks
+        .webhooks()
         .list_run_endpoints(&call.tenant, &run.id)
         .await
         .map_err(|e| webhook_error(e, task))?;
@@ -306,7 +306,7 @@ pub async fn delete(call: &Call, params: &Params) -> Result<Value, A2aError> {
     let key = config_of(params, call.version, task)?;
     let (run, _) = load_task(&call.state, &call.tenant, &call.agent, task).await?;
     call.state
-        .webhooks
+        .webhooks()
         .delete_run_endpoint(&call.tenant, &run.id, key)
         .await
         .map_err(|e| webhook_error(e, task))?;

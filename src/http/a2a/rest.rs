@@ -12,8 +12,8 @@ use super::params::{self, Params};
 use super::version::Version;
 use super::{card, media, push, sse};
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::http::openapi::schemas as doc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,9 +60,9 @@ fn body_object(body: Result<web::Bytes, actix_web::Error>) -> Result<Params, A2a
         let code = if e.as_response_error().status_code()
             == actix_web::http::StatusCode::PAYLOAD_TOO_LARGE
         {
-            crate::error::ErrorCode::PayloadTooLarge
+            crate::http::error::ErrorCode::PayloadTooLarge
         } else {
-            crate::error::ErrorCode::InvalidJson
+            crate::http::error::ErrorCode::InvalidJson
         };
         A2aError::Http(ApiError::new(
             code,
@@ -130,11 +130,11 @@ async fn execute_op(
         Op::PushDelete => Reply::Json(push::delete(&call, &params).await?),
         Op::ExtendedCard => {
             params::check_tenant(&params, &call.tenant)?;
-            let base = crate::http::forwarded::base_url(&req, &state.settings);
+            let base = crate::http::forwarded::base_url(&req, state.settings());
             Reply::Json(card::card(
                 &call.agent,
                 &base,
-                state.settings.a2a.card_v03_fields,
+                state.settings().a2a.card_v03_fields,
             ))
         }
     };

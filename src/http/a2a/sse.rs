@@ -31,7 +31,7 @@ impl Encode for A2aFrame {
 }
 
 pub fn response(state: &AppState, frames: Frames) -> HttpResponse {
-    let keep_alive = std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
+    let keep_alive = std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
     let frames = frames.map(|(id, event)| A2aFrame {
         id,
         data: event.to_string(),

@@ -9,12 +9,12 @@ use super::render::{TaskIdentity, TaskRenderer};
 use super::wire::{Body, MessageOut, PartOut, Role, StreamEvent, Task};
 use crate::agents::Agent;
 use crate::app::AppState;
+use crate::engine::StoreError;
 use crate::engine::{EngineError, unscoped_key};
 use crate::http::frame_id::FrameId;
 use crate::model::{
     Content, ContentBlock, ContentEncoding, HistoryMessage, Run, RunId, Session, TenantId, TurnId,
 };
-use crate::store::StoreError;
 
 /// A context's id: the client's own id for the session when it named it, else the
 /// session's id.
@@ -34,12 +34,12 @@ pub async fn load_task(
 ) -> Result<(Run, Session), A2aError> {
     let missing = || A2aError::task_not_found(id);
     let run_id: RunId = id.parse().map_err(|_| missing())?;
-    let run = match state.engine.get_run(tenant, &run_id).await {
+    let run = match state.engine().get_run(tenant, &run_id).await {
         Err(EngineError::NotFound(_)) => return Err(missing()),
         other => other?,
     };
-    let session = match state.store.get_session(tenant, &run.session_id).await {
-        Err(StoreError::NotFound) => return Err(missing()),
+    let session = match state.engine().get_session(tenant, &run.session_id).await {
+        Err(EngineError::Store(StoreError::NotFound)) => return Err(missing()),
         other => other?,
     };
     if session.agent != agent.name() {
@@ -54,7 +54,7 @@ pub fn identity(state: &AppState, run: &Run, session: &Session) -> TaskIdentity 
         context_id: context_id(session),
         cancel_turn: run.cancel_turn,
         created_at: run.created_at,
-        agent: state.engine.agent_at_hand(session),
+        agent: state.engine().agent_at_hand(session),
     }
 }
 
@@ -67,7 +67,7 @@ pub async fn replay(
 ) -> Result<(TaskRenderer, Vec<(FrameId, StreamEvent)>), A2aError> {
     let mut renderer = TaskRenderer::new(identity(state, run, session));
     let mut rendered = Vec::new();
-    for event in state.engine.run_events(run).await? {
+    for event in state.engine().run_events(run).await? {
         rendered.extend(renderer.render(&event));
     }
     rendered.extend(renderer.settle(run));
@@ -91,11 +91,11 @@ pub async fn history(
     run: &Run,
     session: &Session,
 ) -> Result<Vec<MessageOut>, A2aError> {
-    let agent = state.engine.agent_of(session).await?;
+    let agent = state.engine().agent_of(session).await?;
     let agent = agent.as_ref();
     let stored = state
-        .store
-        .list_run_history(&run.tenant_id, &run.session_id, &run.id)
+        .engine()
+        .run_messages(&run.tenant_id, &run.session_id, &run.id)
         .await?;
     let mut names = std::collections::HashMap::new();
     let mut out: Vec<MessageOut> = Vec::new();
@@ -138,12 +138,9 @@ pub async fn history(
             Some(message) if current == Some(entry.turn_id) => message.parts.extend(parts),
             _ => {
                 current = Some(entry.turn_id);
-                let turn = state
-                    .store
-                    .get_turn(&run.tenant_id, &run.session_id, &entry.turn_id)
-                    .await?;
-                let message_id = turn
-                    .idempotency_key
+                // The turn's key, read with the message: no query per message.
+                let message_id = entry
+                    .turn_key
                     .as_deref()
                     .and_then(|key| unscoped_key(KEY_SCOPE, key))
                     .map_or_else(|| format!("{}-h{}", run.id, entry.position), str::to_owned);
@@ -214,7 +211,7 @@ pub fn follow(
     identity: TaskIdentity,
     after: FrameId,
 ) -> impl Stream<Item = (FrameId, StreamEvent)> + 'static {
-    let events = state.engine.follow_run(run, None);
+    let events = state.engine().follow_run(run, None);
     let settled = run.clone();
     async_stream::stream! {
         let mut renderer = TaskRenderer::new(identity);

@@ -5,13 +5,13 @@ use actix_web::{HttpResponse, web};
 use super::PathSession;
 use super::turns::{EventsQuery, cursor, render_stream};
 use crate::app::AppState;
+use crate::engine::Deltas;
 use crate::engine::Follow;
-use crate::error::ApiError;
 use crate::http::Query;
 use crate::http::cursor::ResumeFrom;
+use crate::http::error::ApiError;
 use crate::http::openapi::schemas as doc;
 use crate::model::StreamMode;
-use crate::store::Deltas;
 
 /// The session's events after the cursor, replayed from the log, then live.
 #[utoipa::path(get, path = "/sessions/{session_id}/events", tag = "AAP",
@@ -29,7 +29,7 @@ pub async fn session_events(
     resume: ResumeFrom,
 ) -> Result<HttpResponse, ApiError> {
     let after = cursor(&resume)?;
-    let events = state.engine.follow(Follow {
+    let events = state.engine().follow(Follow {
         tenant: path.tenant,
         session: path.session.id,
         turn: None,

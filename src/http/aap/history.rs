@@ -11,8 +11,8 @@ use super::PathSession;
 use super::wire::{HistoryResponse, aap_history};
 use crate::app::AppState;
 use crate::config::HistoryType;
-use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination;
 
@@ -52,7 +52,7 @@ pub async fn get_history(
     query: Query<HistoryQuery>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let agent = state.engine.agent_of(&path.session).await?;
+    let agent = state.engine().agent_of(&path.session).await?;
     let declared: Vec<&str> = [HistoryType::Full, HistoryType::Compacted]
         .into_iter()
         .filter(|kind| {
@@ -103,14 +103,14 @@ pub async fn get_history(
         )));
     }
     let (messages, more) = state
-        .store
-        .list_history_page_within(
+        .engine()
+        .history_page(
             &tenant,
             &session.id,
             kind,
             offset,
             i64::from(limit),
-            state.settings.limits.history_page_bytes,
+            state.settings().limits.history_page_bytes,
         )
         .await?;
     let next = more.then(|| pagination::encode(&(offset + messages.len() as i64).to_string()));

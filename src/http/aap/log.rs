@@ -11,12 +11,12 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::session_id;
 use crate::app::AppState;
-use crate::error::{ApiError, ErrorCode, OrNotFound};
+use crate::engine::Deltas;
 use crate::http::Query;
 use crate::http::TenantAuth;
+use crate::http::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::openapi::schemas as doc;
 use crate::model::{Event, TurnId};
-use crate::store::Deltas;
 
 const DEFAULT_LIMIT: u32 = 500;
 const MAX_LIMIT: u32 = 1000;
@@ -101,12 +101,12 @@ pub async fn get_turn_log(
         ));
     }
     let record = state
-        .store
+        .engine()
         .get_turn(&auth.tenant_id, &session, &turn)
         .await
         .or_not_found("turn")?;
     let events = state
-        .store
+        .engine()
         .list_events(
             &auth.tenant_id,
             &session,

@@ -8,7 +8,7 @@ use crate::agents::Agent;
 use crate::app::AppState;
 use crate::config::{ImageInput, OptionKind};
 use crate::engine::REDACTED;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::http::openapi::schemas as doc;
 
 /// The agents this server hosts. Public unless `auth.public_meta` is false, then it takes a
@@ -27,7 +27,7 @@ pub async fn get_meta(
 ) -> Result<HttpResponse, ApiError> {
     // A tenant's token adds its own published agents; without one, the configured ones.
     // (A public `/meta` answers an unusable token as it answers none.)
-    let principal = if !state.settings.auth.public_meta {
+    let principal = if !state.settings().auth.public_meta {
         Some(crate::http::authenticate(&state, &req).await?)
     } else if req
         .headers()
@@ -42,7 +42,7 @@ pub async fn get_meta(
         _ => None,
     };
     let agents = state
-        .engine
+        .engine()
         .visible_agents(tenant.as_ref())
         .await?
         .iter()

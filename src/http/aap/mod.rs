@@ -16,8 +16,8 @@ use futures_util::future::LocalBoxFuture;
 
 use crate::app::AppState;
 use crate::engine::SessionRef;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::model::{Session, SessionId, TenantId};
 
 /// Parses a session id from the path; one that cannot exist is simply not found.
@@ -53,7 +53,7 @@ impl FromRequest for PathSession {
             let tenant = auth.await?.tenant_id;
             let id = session_id(&raw)?;
             let session = state
-                .engine
+                .engine()
                 .find_session(&tenant, &SessionRef::Id(id))
                 .await?
                 .ok_or_else(|| ApiError::not_found("session"))?;

@@ -9,8 +9,8 @@ use utoipa::{IntoParams, ToSchema};
 use super::PathSession;
 use crate::app::AppState;
 use crate::config::HistoryType;
-use crate::error::{ApiError, ErrorCode};
 use crate::http::Query;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::history_page::{HistoryPageQuery, next_cursor};
 use crate::http::openapi::schemas as doc;
 use crate::model::{ContentBlock, HistoryMessage, Part, PartGlob};
@@ -64,14 +64,14 @@ pub async fn list_parts(
         ),
     };
     let (history, more) = state
-        .store
-        .list_history_page_within(
+        .engine()
+        .history_page(
             &path.tenant,
             &path.session.id,
             HistoryType::Full,
             offset,
             limit,
-            state.settings.limits.history_page_bytes,
+            state.settings().limits.history_page_bytes,
         )
         .await?;
     let next = more.then(|| next_cursor(offset, history.len()));

@@ -8,9 +8,9 @@ use super::{PathSession, session_id};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::redact;
-use crate::error::ApiError;
 use crate::http::Query;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
@@ -49,7 +49,7 @@ pub async fn create_session(
         client_tools: request.tools,
     };
     let session = state
-        .engine
+        .engine()
         .create_session_on_version(
             &auth.tenant_id,
             &request.agent.name,
@@ -79,7 +79,7 @@ pub async fn list_sessions(
 ) -> Result<HttpResponse, ApiError> {
     let cursor = query.cursor()?;
     let (sessions, more) = state
-        .store
+        .engine()
         .list_sessions(&auth.tenant_id, cursor.page())
         .await?;
     let next = next_cursor(&sessions, more, |s| s.id.to_string());
@@ -106,6 +106,31 @@ pub async fn get_session(path: PathSession) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(SessionInfo::from(redact(path.session))))
 }
 
+/// Moves a session on a tenant agent to another kept version of the agent
+/// (`{"agent": {"version": 3}}`, an agentry extension): its next turns run that version.
+/// A session on a configured agent has no versions to move to.
+#[utoipa::path(patch, path = "/sessions/{session_id}", tag = "AAP",
+    security(("tenant" = [])),
+    params(("session_id" = String, Path, description = "A session id (`sess_…`)")),
+    request_body = super::wire::UpdateSessionRequest,
+    responses(
+        (status = 200, description = "The session", body = SessionInfo),
+        (status = 400, description = "No such version kept, or the session's agent is a configured one", body = doc::ErrorBody),
+        (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
+    ))]
+pub async fn update_session(
+    path: PathSession,
+    state: web::Data<AppState>,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let request: super::wire::UpdateSessionRequest = parse_json(body.into_inner())?;
+    let session = state
+        .engine()
+        .move_session(&path.session, request.agent.version)
+        .await?;
+    Ok(HttpResponse::Ok().json(SessionInfo::from(redact(session))))
+}
+
 /// Deletes the session with its history and events; its running turn is stopped.
 #[utoipa::path(delete, path = "/sessions/{session_id}", tag = "AAP",
     security(("tenant" = [])),
@@ -120,7 +145,7 @@ pub async fn delete_session(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = session_id(&path)?;
-    state.engine.delete_session(&auth.tenant_id, &id).await?;
+    state.engine().delete_session(&auth.tenant_id, &id).await?;
     tracing::info!(session_id = %id, "session deleted");
     Ok(HttpResponse::NoContent().finish())
 }

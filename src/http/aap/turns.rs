@@ -11,16 +11,16 @@ use super::wire::{PostTurnRequest, PostTurnResponse, TurnInfo, TurnList, parse_i
 use super::{PathSession, session_id};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
+use crate::engine::Deltas;
 use crate::engine::{Follow, TurnRequest, turn_messages};
-use crate::error::{ApiError, OrNotFound};
 use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
+use crate::http::error::{ApiError, OrNotFound};
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::{TURN_ID_HEADER, parse_json, sse};
 use crate::model::{EventData, StopReason, StreamMode, TurnError, TurnId};
-use crate::store::Deltas;
 
 const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
@@ -96,11 +96,11 @@ pub async fn post_turn(
         fingerprint,
     };
     let started = state
-        .engine
+        .engine()
         .start_turn(&auth.tenant_id, &session, turn_request)
         .await?;
     let turn = started.turn.id;
-    let events = state.engine.follow_started(started);
+    let events = state.engine().follow_started(started);
     if stream == StreamMode::None {
         return wait_for_result(turn, events).await;
     }
@@ -111,7 +111,7 @@ pub async fn post_turn(
 async fn wait_for_result(
     turn: TurnId,
     events: impl futures_util::Stream<
-        Item = Result<std::sync::Arc<crate::model::Event>, crate::store::StoreError>,
+        Item = Result<std::sync::Arc<crate::model::Event>, crate::engine::StoreError>,
     >,
 ) -> Result<HttpResponse, ApiError> {
     let events: Vec<_> = events.collect().await;
@@ -145,7 +145,7 @@ async fn wait_for_result(
 pub(super) fn render_stream(
     state: &AppState,
     events: impl futures_util::Stream<
-        Item = Result<std::sync::Arc<crate::model::Event>, crate::store::StoreError>,
+        Item = Result<std::sync::Arc<crate::model::Event>, crate::engine::StoreError>,
     > + 'static,
     mode: StreamMode,
     turn: Option<&TurnId>,
@@ -162,7 +162,7 @@ pub(super) fn render_stream(
             let frames = event.map(|e| renderer.render(&e)).unwrap_or_default();
             futures_util::stream::iter(frames)
         });
-    let keep_alive = std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
+    let keep_alive = std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
     sse::response(frames, keep_alive, turn.copied())
 }
 
@@ -206,11 +206,11 @@ pub async fn turn_events(
     let turn = turn_id(&turn)?;
     let after = cursor(&resume)?;
     let record = state
-        .store
+        .engine()
         .get_turn(&auth.tenant_id, &session, &turn)
         .await
         .or_not_found("turn")?;
-    let events = state.engine.follow(Follow {
+    let events = state.engine().follow(Follow {
         tenant: auth.tenant_id,
         session,
         turn: Some(turn),
@@ -241,7 +241,7 @@ pub async fn list_turns(
 ) -> Result<HttpResponse, ApiError> {
     let cursor = query.cursor()?;
     let (turns, more) = state
-        .store
+        .engine()
         .list_turns(&path.tenant, &path.session.id, cursor.page())
         .await?;
     let next = next_cursor(&turns, more, |t| t.id.to_string());
@@ -265,7 +265,7 @@ pub async fn get_turn(
 ) -> Result<HttpResponse, ApiError> {
     let (session, turn) = path.into_inner();
     let turn = state
-        .store
+        .engine()
         .get_turn(&auth.tenant_id, &session_id(&session)?, &turn_id(&turn)?)
         .await
         .or_not_found("turn")?;
@@ -287,7 +287,7 @@ pub async fn cancel_turn(
 ) -> Result<HttpResponse, ApiError> {
     let (session, turn) = path.into_inner();
     let turn = state
-        .engine
+        .engine()
         .cancel_turn(&auth.tenant_id, &session_id(&session)?, &turn_id(&turn)?)
         .await?;
     Ok(HttpResponse::Ok().json(TurnInfo::from(turn)))

@@ -37,6 +37,19 @@ pub struct AgentConfigIn {
     pub options: Option<BTreeMap<String, String>>,
 }
 
+/// `PATCH /sessions/{id}`: the tenant agent's version the session runs from now on.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSessionRequest {
+    pub agent: AgentVersionIn,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentVersionIn {
+    pub version: i64,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSessionResponse {

@@ -14,8 +14,8 @@ use super::wire::{
 use crate::agents::Agent;
 use crate::app::AppState;
 use crate::config::SchemaPartSettings;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 
 #[utoipa::path(get, path = "/acp/ping", tag = "ACP", operation_id = "acp_ping",
     security(("tenant" = [])),
@@ -34,7 +34,7 @@ pub async fn list_agents(
 ) -> Result<HttpResponse, AcpError> {
     let tenant = auth?.tenant_id;
     let agents: Vec<AgentManifest> = state
-        .engine
+        .engine()
         .visible_agents(Some(&tenant))
         .await?
         .iter()
@@ -58,12 +58,12 @@ pub async fn get_agent(
     let tenant = auth?.tenant_id;
     let name = path.into_inner();
     let agent = state
-        .engine
+        .engine()
         .find_agent(Some(&tenant), &name)
         .await?
         .ok_or_else(|| {
             AcpError::not_found(format!("Agent {name}"))
-                .hint(&state.engine.agents_listed(Some(&tenant)))
+                .hint(&state.engine().agents_listed(Some(&tenant)))
         })?;
     Ok(HttpResponse::Ok().json(manifest(&agent)))
 }

@@ -7,8 +7,8 @@ use super::replay::{load_run, replay};
 use super::wire::{ErrorObject as AcpErrorBody, RunObject, RunStatus};
 use crate::app::AppState;
 use crate::engine::EngineError;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 
 /// `POST /acp/runs/{id}/cancel`: stops a created or running run; an awaiting one ends
 /// with its pending calls answered as cancelled, so the session can go on. 403 for a run
@@ -28,7 +28,7 @@ pub async fn cancel_run(
 ) -> Result<HttpResponse, AcpError> {
     let tenant = auth?.tenant_id;
     let run = load_run(&state, &tenant, &path).await?;
-    let run = match state.engine.cancel_run(&tenant, &run.id).await {
+    let run = match state.engine().cancel_run(&tenant, &run.id).await {
         Ok(run) => run,
         Err(EngineError::RunEnded(status)) => {
             return Err(AcpError::forbidden(

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::wire::ErrorObject;
 use crate::engine::EngineError;
-use crate::error::ApiError;
+use crate::engine::StoreError;
+use crate::http::error::ApiError;
 use crate::model::{FieldError, QuotaExceeded};
-use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{status}: {message}")]
@@ -145,9 +145,20 @@ impl From<FieldError> for AcpError {
     }
 }
 
-/// Maps a store `NotFound` to a 404 naming what was missing.
+/// Maps a `NotFound` (the database's or the engine's) to a 404 naming what was missing.
 pub trait OrAcpNotFound<T> {
     fn or_acp_not_found(self, what: &str) -> Result<T, AcpError>;
+}
+
+impl<T> OrAcpNotFound<T> for Result<T, EngineError> {
+    fn or_acp_not_found(self, what: &str) -> Result<T, AcpError> {
+        self.map_err(|e| match e {
+            EngineError::Store(StoreError::NotFound) | EngineError::NotFound(_) => {
+                AcpError::not_found(what)
+            }
+            other => other.into(),
+        })
+    }
 }
 
 impl<T> OrAcpNotFound<T> for Result<T, StoreError> {

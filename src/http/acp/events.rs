@@ -6,9 +6,9 @@ use super::error::AcpError;
 use super::replay::{Cursor, identity, load_run, replay, sse_response, stream};
 use super::wire::{ErrorObject as AcpErrorBody, EventList};
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::TenantAuth;
 use crate::http::cursor::ResumeFrom;
+use crate::http::error::ApiError;
 use crate::http::frame_id::FrameId;
 
 /// `GET /acp/runs/{id}/events`: `{"events": [...]}` as the reference answers; with

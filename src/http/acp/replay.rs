@@ -33,7 +33,7 @@ pub async fn load_run(state: &AppState, tenant: &TenantId, id: &str) -> Result<R
     };
     let missing = || AcpError::not_found(format!("Run {id}"));
     let run = run.ok_or_else(missing)?;
-    match state.engine.get_run(tenant, &run).await {
+    match state.engine().get_run(tenant, &run).await {
         Err(EngineError::NotFound(_)) => Err(missing()),
         other => Ok(other?),
     }
@@ -42,7 +42,7 @@ pub async fn load_run(state: &AppState, tenant: &TenantId, id: &str) -> Result<R
 /// Who the run is, for rendering.
 pub async fn identity(state: &AppState, run: &Run) -> Result<RunIdentity, AcpError> {
     let session = state
-        .store
+        .engine()
         .get_session(&run.tenant_id, &run.session_id)
         .await
         .or_acp_not_found("Session")?;
@@ -53,7 +53,7 @@ pub async fn identity(state: &AppState, run: &Run) -> Result<RunIdentity, AcpErr
         agent_name: session.agent.clone(),
         session_id: session_uuid(&session),
         created_at: run.created_at,
-        agent: state.engine.agent_of(&session).await?,
+        agent: state.engine().agent_of(&session).await?,
     })
 }
 
@@ -65,7 +65,7 @@ pub async fn replay(
 ) -> Result<(RunRenderer, Vec<(FrameId, EventObject)>), AcpError> {
     let mut renderer = RunRenderer::new(identity(state, run).await?);
     let mut rendered = Vec::new();
-    for event in state.engine.run_events(run).await? {
+    for event in state.engine().run_events(run).await? {
         rendered.extend(renderer.render(&event));
     }
     rendered.extend(renderer.settle(run));
@@ -90,7 +90,7 @@ pub fn stream(
     started: Option<StartedTurn>,
     cursor: Cursor,
 ) -> impl Stream<Item = AcpFrame> + 'static {
-    let events = state.engine.follow_run(run, started);
+    let events = state.engine().follow_run(run, started);
     let settled = run.clone();
     async_stream::stream! {
         let mut renderer = RunRenderer::new(identity);
@@ -153,7 +153,7 @@ pub fn sse_response(
     state: &AppState,
     frames: impl Stream<Item = AcpFrame> + 'static,
 ) -> actix_web::HttpResponse {
-    let keep_alive = std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
+    let keep_alive = std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
     sse::response_as(sse::UTF8_EVENT_STREAM, frames, keep_alive, None)
 }
 

@@ -14,8 +14,8 @@ use super::wire::{ErrorObject as AcpErrorBody, RunObject, RunStatus};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{EngineError, InputMessage, PendingCall, TurnRequest};
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::model::{Content, ContentBlock, ContentEncoding, Part, StreamMode};
 
 /// `POST /acp/runs/{id}`: answers an awaiting run's calls in a new turn of the run.
@@ -75,22 +75,22 @@ pub async fn resume_run(
         return Err(not_awaiting(run.status));
     }
     let session = state
-        .store
+        .engine()
         .get_session(&tenant, &run.session_id)
         .await
         .map_err(AcpError::from)?;
     let agent = state
-        .engine
+        .engine()
         .agent_of(&session)
         .await?
         .ok_or_else(|| AcpError::from(EngineError::AgentUnavailable))?;
     let pending = state
-        .engine
+        .engine()
         .pending_tool_calls(&tenant, &run.session_id)
         .await?;
     let answers = parse_resume(message, &pending, |name| agent.has_server_tool(name))?;
     let (run, started) = state
-        .engine
+        .engine()
         .resume_run(
             &tenant,
             &run.id,

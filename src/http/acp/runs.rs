@@ -19,8 +19,8 @@ use super::wire::{ErrorObject as AcpErrorBody, RunObject};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest};
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::http::frame_id::FrameId;
 use crate::model::Run;
 use crate::model::StreamMode;
@@ -109,12 +109,12 @@ pub async fn create_run(
     let agent_name = optional_str(&request, "agent_name", "agent_name")?
         .ok_or_else(|| AcpError::invalid("agent_name", "is required"))?;
     let agent = state
-        .engine
+        .engine()
         .find_agent(Some(&tenant), agent_name)
         .await?
         .ok_or_else(|| {
             AcpError::not_found(format!("Agent {agent_name}"))
-                .hint(&state.engine.agents_listed(Some(&tenant)))
+                .hint(&state.engine().agents_listed(Some(&tenant)))
         })?;
     let mode = parse_mode(&request)?;
     let session_id = optional_str(&request, "session_id", "session_id")?;
@@ -142,7 +142,7 @@ pub async fn create_run(
     let session = match session_id.or(forwarded) {
         Some(key) => session_for_run(&state, &tenant, key, agent.name()).await?,
         None => state
-            .engine
+            .engine()
             .create_session(
                 &tenant,
                 agent.name(),
@@ -162,7 +162,7 @@ pub async fn create_run(
         ));
     }
     let (run, started) = state
-        .engine
+        .engine()
         .start_run(
             &tenant,
             &session.id,
@@ -209,11 +209,11 @@ pub(super) async fn respond(
         Mode::Sync => {
             // Until the turn stops: completed, failed, cancelled or awaiting.
             state
-                .engine
+                .engine()
                 .follow_started(started)
                 .for_each(|_| async {})
                 .await;
-            let run = state.engine.get_run(&run.tenant_id, &run.id).await?;
+            let run = state.engine().get_run(&run.tenant_id, &run.id).await?;
             let (renderer, _) = replay(state, &run).await?;
             Ok(HttpResponse::Ok().json(renderer.run()))
         }

@@ -10,8 +10,8 @@ use super::history::history_message;
 use super::wire::{ErrorObject as AcpErrorBody, MessageObject, SessionObject};
 use crate::app::AppState;
 use crate::engine::{self, EngineError, SessionRef};
-use crate::error::ApiError;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::model::{Session, TenantId};
 
 /// The session's id on this face: its alias when that is a UUID, else its id as one.
@@ -26,7 +26,7 @@ pub async fn find_session(
     key: &str,
 ) -> Result<Option<Session>, AcpError> {
     match SessionRef::parse(key) {
-        Some(reference) => Ok(state.engine.find_session(tenant, &reference).await?),
+        Some(reference) => Ok(state.engine().find_session(tenant, &reference).await?),
         None => Ok(None),
     }
 }
@@ -54,7 +54,7 @@ pub async fn session_for_run(
     let reference =
         SessionRef::parse(key).ok_or_else(|| AcpError::not_found(format!("Session {key}")))?;
     match state
-        .engine
+        .engine()
         .session_for_key(tenant, &reference, agent, Vec::new())
         .await
     {
@@ -85,11 +85,11 @@ pub async fn get_session(
         .ok_or_else(|| AcpError::not_found(format!("Session {key}")))?;
     // The URLs need the history's length only, never its messages.
     let (messages, _) = state
-        .store
+        .engine()
         .history_size(&auth.tenant_id, &session.id)
         .await?;
     let id = session_uuid(&session);
-    let base = crate::http::forwarded::base_url(&req, &state.settings);
+    let base = crate::http::forwarded::base_url(&req, state.settings());
     Ok(HttpResponse::Ok().json(SessionObject {
         history: (0..messages)
             .map(|position| format!("{base}/acp/sessions/{id}/history/{position}"))
@@ -121,14 +121,14 @@ pub async fn get_history_message(
     let missing = || AcpError::not_found(format!("History message {position}"));
     let position = position.parse::<i64>().map_err(|_| missing())?;
     let (message, stored_at) = state
-        .store
-        .get_history_entry(&auth.tenant_id, &session.id, position)
+        .engine()
+        .history_entry(&auth.tenant_id, &session.id, position)
         .await?
         .ok_or_else(missing)?;
     Ok(HttpResponse::Ok().json(history_message(
         &message,
         stored_at,
         &session.agent,
-        &crate::http::forwarded::base_url(&req, &state.settings),
+        &crate::http::forwarded::base_url(&req, state.settings()),
     )))
 }

@@ -5,9 +5,8 @@ use serde::Deserialize;
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::auth;
-use crate::error::{ApiError, OrNotFound};
 use crate::http::AdminAuth;
+use crate::http::error::{ApiError, OrNotFound};
 use crate::http::parse_optional_json;
 use crate::model::CredentialId;
 
@@ -36,7 +35,10 @@ pub async fn create_credential(
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
     let request: CreateCredential = parse_optional_json(&body)?;
-    let created = auth::create_credential(&state.store, &tenant, request.name).await?;
+    let created = state
+        .admin()
+        .create_credential(&tenant, request.name)
+        .await?;
     tracing::info!(tenant_id = %tenant, client_id = %created.credential.client_id, "credential created");
     Ok(HttpResponse::Created()
         .insert_header(("Cache-Control", "no-store"))
@@ -56,7 +58,7 @@ pub async fn list_credentials(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
-    let credentials = state.store.list_credentials(&tenant).await?;
+    let credentials = state.admin().list_credentials(&tenant).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "credentials": credentials })))
 }
 
@@ -78,11 +80,11 @@ pub async fn delete_credential(
         .parse()
         .map_err(|_| ApiError::not_found("credential"))?;
     state
-        .store
+        .admin()
         .delete_credential(&tenant, &client_id)
         .await
         .or_not_found("credential")?;
-    state.auth_cache.forget_tenant(&tenant);
+    state.auth_cache().forget_tenant(&tenant);
     tracing::info!(tenant_id = %tenant, client_id = %client_id, "credential deleted");
     Ok(HttpResponse::NoContent().finish())
 }

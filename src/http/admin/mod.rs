@@ -8,7 +8,7 @@ pub mod tokens;
 pub mod usage;
 pub mod webhooks;
 
-use crate::error::{ApiError, OrNotFound};
+use crate::http::error::{ApiError, OrNotFound};
 use crate::model::TenantId;
 
 /// Parses a tenant id from the path; one that cannot exist is simply not found.
@@ -22,6 +22,6 @@ pub(crate) async fn existing_tenant(
     raw: &str,
 ) -> Result<TenantId, ApiError> {
     let id = tenant_id(raw)?;
-    state.store.get_tenant(&id).await.or_not_found("tenant")?;
+    state.admin().get_tenant(&id).await.or_not_found("tenant")?;
     Ok(id)
 }

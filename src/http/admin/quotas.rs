@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::AdminAuth;
+use crate::http::error::ApiError;
 use crate::model::{QuotaOverrides, TenantId};
 
 #[derive(Serialize)]
@@ -20,7 +20,7 @@ struct QuotaReport {
 }
 
 fn report(state: &AppState, tenant: TenantId, own: QuotaOverrides) -> QuotaReport {
-    let defaults = state.settings.quotas.defaults(&state.settings.engine);
+    let defaults = state.settings().quotas.defaults(&state.settings().engine);
     QuotaReport {
         tenant_id: tenant,
         quotas: crate::model::Quotas::resolve(&defaults, &own).to_map(),
@@ -41,7 +41,7 @@ pub async fn get_quotas(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
-    let own = state.store.get_quota_overrides(&tenant).await?;
+    let own = state.admin().get_quota_overrides(&tenant).await?;
     Ok(HttpResponse::Ok().json(report(&state, tenant, own)))
 }
 
@@ -69,11 +69,11 @@ pub async fn update_quotas(
             "must be an object of quota names to limits",
         ));
     };
-    let mut own = state.store.get_quota_overrides(&tenant).await?;
+    let mut own = state.admin().get_quota_overrides(&tenant).await?;
     own.apply(&changes)?;
-    state.store.put_quota_overrides(&tenant, &own).await?;
-    state.engine.quotas().observe(&tenant, own);
-    state.auth_cache.forget_tenant(&tenant);
+    state.admin().put_quota_overrides(&tenant, &own).await?;
+    state.engine().quotas().observe(&tenant, own);
+    state.auth_cache().forget_tenant(&tenant);
     tracing::info!(tenant_id = %tenant, ?own, "tenant quotas updated");
     Ok(HttpResponse::Ok().json(report(&state, tenant, own)))
 }

@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::AdminAuth;
 use crate::http::Query;
+use crate::http::error::ApiError;
 use crate::http::pagination::ListQuery;
 use crate::http::schedules::ops;
 

@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::tenant_id;
 use crate::app::AppState;
 use crate::auth;
-use crate::error::{ApiError, OrNotFound};
 use crate::http::AdminAuth;
 use crate::http::Query;
+use crate::http::error::{ApiError, OrNotFound};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::http::parse_json;
 use crate::model::{Tenant, TenantStatus};
@@ -50,7 +50,7 @@ pub async fn create_tenant(
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
     let request: CreateTenant = parse_json(body.into_inner())?;
-    let tenant = auth::create_tenant(&state.store, &request.name).await?;
+    let tenant = state.admin().create_tenant(&request.name).await?;
     tracing::info!(tenant_id = %tenant.id, "tenant created");
     Ok(HttpResponse::Created().json(tenant))
 }
@@ -68,7 +68,7 @@ pub async fn list_tenants(
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let cursor = query.cursor()?;
-    let (tenants, more) = state.store.list_tenants(cursor.page()).await?;
+    let (tenants, more) = state.admin().list_tenants(cursor.page()).await?;
     let next = next_cursor(&tenants, more, |t| t.id.to_string());
     Ok(HttpResponse::Ok().json(TenantList { tenants, next }))
 }
@@ -86,7 +86,7 @@ pub async fn get_tenant(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = tenant_id(&path)?;
-    let tenant = state.store.get_tenant(&id).await.or_not_found("tenant")?;
+    let tenant = state.admin().get_tenant(&id).await.or_not_found("tenant")?;
     Ok(HttpResponse::Ok().json(tenant))
 }
 
@@ -114,10 +114,10 @@ pub async fn update_tenant(
         .map(auth::validate_tenant_name)
         .transpose()?;
     let tenant = state
-        .engine
+        .engine()
         .update_tenant(&id, name.as_deref(), request.status)
         .await?;
-    state.auth_cache.forget_tenant(&id);
+    state.auth_cache().forget_tenant(&id);
     tracing::info!(tenant_id = %tenant.id, status = %tenant.status, "tenant updated");
     Ok(HttpResponse::Ok().json(tenant))
 }
@@ -135,8 +135,8 @@ pub async fn delete_tenant(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = tenant_id(&path)?;
-    state.engine.delete_tenant(&id).await?;
-    state.auth_cache.forget_tenant(&id);
+    state.engine().delete_tenant(&id).await?;
+    state.auth_cache().forget_tenant(&id);
     tracing::info!(tenant_id = %id, "tenant deleted with all its data");
     Ok(HttpResponse::NoContent().finish())
 }

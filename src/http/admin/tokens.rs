@@ -5,9 +5,8 @@ use serde::Deserialize;
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::auth;
-use crate::error::{ApiError, OrNotFound};
 use crate::http::AdminAuth;
+use crate::http::error::{ApiError, OrNotFound};
 use crate::http::parse_optional_json;
 use crate::model::TokenId;
 
@@ -37,15 +36,16 @@ pub async fn issue_token(
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
     let request: IssueToken = parse_optional_json(&body)?;
-    let issued = auth::issue_api_token(
-        &state.store,
-        &state.tokens,
-        &state.settings.auth,
-        &tenant,
-        request.ttl_seconds,
-        request.name,
-    )
-    .await?;
+    let issued = state
+        .admin()
+        .issue_api_token(
+            state.tokens(),
+            &state.settings().auth,
+            &tenant,
+            request.ttl_seconds,
+            request.name,
+        )
+        .await?;
     tracing::info!(tenant_id = %tenant, jti = %issued.record.jti, "API token issued");
     Ok(HttpResponse::Created()
         .insert_header(("Cache-Control", "no-store"))
@@ -65,7 +65,7 @@ pub async fn list_tokens(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant = existing_tenant(&state, &path).await?;
-    let tokens = state.store.list_api_tokens(&tenant).await?;
+    let tokens = state.admin().list_api_tokens(&tenant).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "tokens": tokens })))
 }
 
@@ -85,11 +85,11 @@ pub async fn revoke_token(
     let tenant = existing_tenant(&state, &tenant).await?;
     let jti: TokenId = jti.parse().map_err(|_| ApiError::not_found("token"))?;
     state
-        .store
+        .admin()
         .revoke_api_token(&tenant, &jti)
         .await
         .or_not_found("token")?;
-    state.auth_cache.forget_tenant(&tenant);
+    state.auth_cache().forget_tenant(&tenant);
     tracing::info!(tenant_id = %tenant, jti = %jti, "API token revoked");
     Ok(HttpResponse::NoContent().finish())
 }

@@ -4,9 +4,9 @@ use actix_web::{HttpResponse, web};
 
 use super::existing_tenant;
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::AdminAuth;
 use crate::http::Query;
+use crate::http::error::ApiError;
 use crate::http::usage::{UsageQuery, usage_report};
 
 /// Turns created in `[from, to)`, in total and per day; `from` defaults to the epoch, `to`

@@ -6,10 +6,10 @@ use serde_json::Value;
 
 use super::{AgentBody, AgentList, AgentVersionList, PublishRequest, ops};
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::AdminAuth;
 use crate::http::Query;
 use crate::http::admin::existing_tenant;
+use crate::http::error::ApiError;
 use crate::http::openapi::schemas::ErrorBody;
 use crate::http::pagination::ListQuery;
 use crate::model::TenantAgent;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::app::AppState;
 use crate::engine::{AgentError, AgentWithVersion};
-use crate::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::pagination::{ListQuery, next_cursor};
 use crate::model::{AgentVersion, TenantAgent, TenantId};
 
@@ -106,7 +106,7 @@ pub(crate) mod ops {
         body: Value,
         by: &str,
     ) -> Result<HttpResponse, ApiError> {
-        let made = state.engine.create_agent(tenant, body, by).await?;
+        let made = state.engine().create_agent(tenant, body, by).await?;
         tracing::info!(tenant_id = %tenant, agent = %made.agent.name, "agent created");
         Ok(with_etag(HttpResponse::Created(), &made.agent).json(body_of(made)))
     }
@@ -117,7 +117,7 @@ pub(crate) mod ops {
         query: &ListQuery,
     ) -> Result<HttpResponse, ApiError> {
         let cursor = query.cursor()?;
-        let (agents, more) = state.engine.list_agents(tenant, cursor.page()).await?;
+        let (agents, more) = state.engine().list_agents(tenant, cursor.page()).await?;
         let next = next_cursor(&agents, more, |a| a.id.to_string());
         Ok(HttpResponse::Ok().json(AgentList { agents, next }))
     }
@@ -127,7 +127,7 @@ pub(crate) mod ops {
         tenant: &TenantId,
         name: &str,
     ) -> Result<HttpResponse, ApiError> {
-        let found = state.engine.get_agent(tenant, name).await?;
+        let found = state.engine().get_agent(tenant, name).await?;
         Ok(with_etag(HttpResponse::Ok(), &found.agent).json(body_of(found)))
     }
 
@@ -141,7 +141,7 @@ pub(crate) mod ops {
     ) -> Result<HttpResponse, ApiError> {
         let expected = if_match(req)?;
         let made = state
-            .engine
+            .engine()
             .update_agent(tenant, name, body, expected, by)
             .await?;
         tracing::info!(tenant_id = %tenant, agent = %name, version = made.version.version, "agent version made");
@@ -180,7 +180,7 @@ pub(crate) mod ops {
             ),
         };
         let (agent, versions, more) = state
-            .engine
+            .engine()
             .list_agent_versions(tenant, name, after, limit)
             .await?;
         let next = next_cursor(&versions, more, |v| v.version.to_string());
@@ -194,7 +194,10 @@ pub(crate) mod ops {
         version: &str,
     ) -> Result<HttpResponse, ApiError> {
         let number = version_number(version)?;
-        let found = state.engine.get_agent_version(tenant, name, number).await?;
+        let found = state
+            .engine()
+            .get_agent_version(tenant, name, number)
+            .await?;
         Ok(with_etag(HttpResponse::Ok(), &found.agent).json(body_of(found)))
     }
 
@@ -208,7 +211,7 @@ pub(crate) mod ops {
         let expected = if_match(req)?;
         let request: PublishRequest = crate::http::parse_json(body)?;
         let agent = state
-            .engine
+            .engine()
             .publish_agent(tenant, name, request.version, expected)
             .await?;
         tracing::info!(tenant_id = %tenant, agent = %name, version = request.version, "agent version published");
@@ -224,7 +227,7 @@ pub(crate) mod ops {
     ) -> Result<HttpResponse, ApiError> {
         let expected = if_match(req)?;
         let agent = state
-            .engine
+            .engine()
             .archive_agent(tenant, name, archived, expected)
             .await?;
         tracing::info!(tenant_id = %tenant, agent = %name, archived, "agent archive state set");
@@ -236,7 +239,7 @@ pub(crate) mod ops {
         tenant: &TenantId,
         name: &str,
     ) -> Result<HttpResponse, ApiError> {
-        state.engine.delete_agent(tenant, name).await?;
+        state.engine().delete_agent(tenant, name).await?;
         tracing::info!(tenant_id = %tenant, agent = %name, "agent deleted");
         Ok(HttpResponse::NoContent().finish())
     }

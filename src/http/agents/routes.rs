@@ -5,9 +5,9 @@ use serde_json::Value;
 
 use super::{AgentBody, AgentList, AgentVersionList, PublishRequest, ops};
 use crate::app::AppState;
-use crate::error::ApiError;
 use crate::http::Query;
 use crate::http::TenantAuth;
+use crate::http::error::ApiError;
 use crate::http::openapi::schemas::ErrorBody;
 use crate::http::pagination::ListQuery;
 use crate::model::TenantAgent;

@@ -13,20 +13,20 @@ use super::wire::{RefusalEvent, ResponseObject};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::config::HistoryType;
+use crate::engine::Deltas;
+use crate::engine::StoreError;
 use crate::engine::{
     EngineError, Follow, SessionRef, TurnRequest, scoped_key, split_input, unscoped_key,
 };
-use crate::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
+use crate::http::error::{ApiError, ErrorCode, OrNotFound};
 use crate::http::history_page::{HistoryPageQuery, next_cursor};
 use crate::http::openapi::schemas::AgentScopeStream;
 use crate::http::sse::{self, Frame};
 use crate::model::{
     Event, FieldError, HistoryMessage, Session, StreamMode, ToolSpec, Turn, TurnId,
 };
-use crate::store::Deltas;
-use crate::store::StoreError;
 
 /// The namespace of request ids, kept as the turn's idempotency key.
 const SCOPE: &str = "agentscope";
@@ -138,7 +138,7 @@ async fn run(
     };
     match start(state, auth, path_agent, &request).await {
         Ok((turn, identity, started)) => {
-            let events = state.engine.follow_started(started);
+            let events = state.engine().follow_started(started);
             respond(state, answer, turn, identity, events, None).await
         }
         Err(error) => answer.refuse(error),
@@ -219,7 +219,7 @@ async fn start(
             .collect()
     };
     let session = state
-        .engine
+        .engine()
         .session_with_history(
             &auth.tenant_id,
             reference.as_ref(),
@@ -242,7 +242,7 @@ async fn start(
         })?;
 
     let started = state
-        .engine
+        .engine()
         .start_turn(
             &auth.tenant_id,
             &session.id,
@@ -274,13 +274,13 @@ async fn choose_agent(
     request: &Map<String, Value>,
 ) -> Result<Option<String>, ApiError> {
     if let Some(name) = path_agent {
-        return match state.engine.find_agent(Some(tenant), &name).await? {
+        return match state.engine().find_agent(Some(tenant), &name).await? {
             Some(_) => Ok(Some(name)),
             None => Err(ApiError::new(
-                crate::error::ErrorCode::NotFound,
+                crate::http::error::ErrorCode::NotFound,
                 format!(
                     "agent `{name}` not found; {}",
-                    state.engine.agents_listed(Some(tenant))
+                    state.engine().agents_listed(Some(tenant))
                 ),
             )),
         };
@@ -289,17 +289,17 @@ async fn choose_agent(
         return Ok(None);
     };
     Ok(state
-        .engine
+        .engine()
         .find_agent(Some(tenant), model)
         .await?
         .map(|_| model.to_owned()))
 }
 
 fn default_agent(state: &AppState) -> &str {
-    let configured = &state.settings.agentscope.default_agent;
+    let configured = &state.settings().agentscope.default_agent;
     if configured.is_empty() {
         state
-            .agents
+            .agents()
             .iter()
             .next()
             .map(|a| a.name())
@@ -357,7 +357,7 @@ fn identity_of(state: &AppState, session: &Session, turn: &Turn) -> ResponseIden
         .and_then(|k| unscoped_key(SCOPE, k))
         .map_or_else(|| turn.id.to_string(), str::to_owned);
     let mcp_tools = state
-        .engine
+        .engine()
         .agent_at_hand(session)
         .map(|agent| agent.mcp_tool_patterns())
         .unwrap_or_default();
@@ -415,7 +415,7 @@ async fn respond(
                 futures_util::stream::iter(frames)
             });
             let keep_alive =
-                std::time::Duration::from_secs(state.settings.engine.sse_keep_alive_seconds);
+                std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
             sse::response_as(sse::UTF8_EVENT_STREAM, frames, keep_alive, Some(turn.id))
         }
     }
@@ -441,10 +441,10 @@ pub async fn response_events(
 ) -> Result<HttpResponse, ApiError> {
     let id = path.into_inner();
     let turn = match id.parse::<TurnId>() {
-        Ok(turn_id) => state.store.find_turn(&auth.tenant_id, &turn_id).await?,
+        Ok(turn_id) => state.engine().find_turn(&auth.tenant_id, &turn_id).await?,
         Err(_) => {
             state
-                .engine
+                .engine()
                 .find_turn_by_key(&auth.tenant_id, SCOPE, &id)
                 .await?
         }
@@ -455,12 +455,12 @@ pub async fn response_events(
         .map_err(|bad| ApiError::invalid(bad.field, "must be a sequence number"))?
         .map(|Seq(seq)| seq);
     let session = state
-        .store
+        .engine()
         .get_session(&auth.tenant_id, &turn.session_id)
         .await
         .or_not_found("session")?;
     let identity = identity_of(&state, &session, &turn);
-    let events = state.engine.follow(Follow {
+    let events = state.engine().follow(Follow {
         tenant: auth.tenant_id,
         session: turn.session_id,
         turn: Some(turn.id),
@@ -491,19 +491,19 @@ pub async fn session_messages(
     let (offset, limit) = query.resolve()?;
     let reference = SessionRef::parse(&key).ok_or_else(|| ApiError::not_found("session"))?;
     let session = state
-        .engine
+        .engine()
         .find_session(&auth.tenant_id, &reference)
         .await?
         .ok_or_else(|| ApiError::not_found("session"))?;
     let (history, more) = state
-        .store
-        .list_history_page_within(
+        .engine()
+        .history_page(
             &auth.tenant_id,
             &session.id,
             HistoryType::Full,
             offset,
             limit,
-            state.settings.limits.history_page_bytes,
+            state.settings().limits.history_page_bytes,
         )
         .await?;
     let mut messages = convert::from_history(&history);

@@ -12,7 +12,7 @@ use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::{Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::error::ErrorCode;
+use crate::http::error::ErrorCode;
 use crate::model::{
     Content, Credential, CredentialId, RunId, StopReason, TenantId, TokenId, TurnError,
 };

@@ -7,7 +7,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use proptest::prelude::*;
 
 use super::{ListQuery, MAX_LIMIT, decode, encode, next_cursor};
-use crate::error::ErrorCode;
+use crate::http::error::ErrorCode;
 
 fn config() -> ProptestConfig {
     ProptestConfig {

@@ -20,7 +20,7 @@ fn run_id_of(acp_id: &str) -> RunId {
 async fn status(app: &TestApp, tenant: &str, run: &str) -> RunStatus {
     let tenant: TenantId = tenant.parse().unwrap();
     app.state
-        .engine
+        .engine()
         .run_status(&tenant, &run_id_of(run))
         .await
         .unwrap()

@@ -14,7 +14,7 @@ async fn a_token_that_is_not_valid_yet_is_rejected() {
     let (tenant, _) = app.new_tenant().await;
     let secret = app
         .state
-        .store
+        .store()
         .get_instance_key("jwt")
         .await
         .unwrap()

@@ -7,8 +7,8 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
+use crate::engine::StoreError;
 use crate::model::{FieldError, Quota, QuotaExceeded};
-use crate::store::StoreError;
 
 /// Every error code the API returns, and its HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -211,7 +211,7 @@ impl From<StoreError> for ApiError {
 /// The `Retry-After` of a request the database could not take, in seconds.
 pub const DATABASE_RETRY_AFTER: u32 = 2;
 
-/// Maps a store `NotFound` to a 404 naming what was missing.
+/// Maps a `NotFound` (the database's or the engine's) to a 404 naming what was missing.
 pub trait OrNotFound<T> {
     fn or_not_found(self, what: &str) -> Result<T, ApiError>;
 }
@@ -220,6 +220,18 @@ impl<T> OrNotFound<T> for Result<T, StoreError> {
     fn or_not_found(self, what: &str) -> Result<T, ApiError> {
         self.map_err(|e| match e {
             StoreError::NotFound => ApiError::not_found(what),
+            other => other.into(),
+        })
+    }
+}
+
+impl<T> OrNotFound<T> for Result<T, crate::engine::EngineError> {
+    fn or_not_found(self, what: &str) -> Result<T, ApiError> {
+        use crate::engine::EngineError;
+        self.map_err(|e| match e {
+            EngineError::Store(StoreError::NotFound) | EngineError::NotFound(_) => {
+                ApiError::not_found(what)
+            }
             other => other.into(),
         })
     }
@@ -239,7 +251,7 @@ impl ResponseError for ApiError {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
         if let Some(refusal) = &self.quota {
-            crate::http::ratelimit::insert_refusal_headers(&mut response, refusal);
+            super::ratelimit::insert_refusal_headers(&mut response, refusal);
         }
         response.json(ErrorBody {
             error: ErrorObject {
