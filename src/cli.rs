@@ -68,16 +68,23 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
     /// List a tenant's agents.
-    List { tenant: String },
+    List {
+        /// The tenant's name or id.
+        tenant: String,
+    },
     /// Show an agent with its newest version (or `--version N`).
     Show {
+        /// The tenant's name or id.
         tenant: String,
+        /// The agent's name.
         name: String,
+        /// The version to show instead of the newest.
         #[arg(long)]
         version: Option<i64>,
     },
     /// Create an agent from a JSON file (the body of `POST /agents`): its version 1.
     Create {
+        /// The tenant's name or id.
         tenant: String,
         /// The agent as JSON (`-`: standard input).
         #[arg(long, value_name = "FILE")]
@@ -85,8 +92,11 @@ pub enum AgentsCommand {
     },
     /// Make an agent's next version from a JSON file (the body of `PUT /agents/{name}`).
     Update {
+        /// The tenant's name or id.
         tenant: String,
+        /// The agent's name.
         name: String,
+        /// The agent's next version as JSON (`-`: standard input).
         #[arg(long, value_name = "FILE")]
         file: PathBuf,
         /// Refuse if the agent's revision (its ETag) is no longer this.
@@ -94,20 +104,40 @@ pub enum AgentsCommand {
         if_match: Option<i64>,
     },
     /// List an agent's kept versions, newest first.
-    Versions { tenant: String, name: String },
+    Versions {
+        /// The tenant's name or id.
+        tenant: String,
+        /// The agent's name.
+        name: String,
+    },
     /// Publish a kept version (an older one: a rollback).
     Publish {
+        /// The tenant's name or id.
         tenant: String,
+        /// The agent's name.
         name: String,
+        /// The version to publish.
         version: i64,
     },
     /// Archive an agent: no new sessions; its sessions go on.
-    Archive { tenant: String, name: String },
+    Archive {
+        /// The tenant's name or id.
+        tenant: String,
+        /// The agent's name.
+        name: String,
+    },
     /// Restore an archived agent.
-    Restore { tenant: String, name: String },
+    Restore {
+        /// The tenant's name or id.
+        tenant: String,
+        /// The agent's name.
+        name: String,
+    },
     /// Delete an agent and its versions.
     Delete {
+        /// The tenant's name or id.
         tenant: String,
+        /// The agent's name.
         name: String,
         /// Confirm the deletion; without it nothing is deleted.
         #[arg(long)]
