@@ -41,6 +41,7 @@ pub async fn create_agent(
     params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)"), ListQuery),
     responses(
         (status = 200, description = "A page of the tenant's agents", body = AgentList),
+        (status = 400, description = "A bad `limit` or `after`", body = ErrorBody),
         (status = 404, description = "No such tenant", body = ErrorBody),
     ))]
 pub async fn list_agents(
@@ -115,6 +116,7 @@ pub async fn delete_agent(
     params(("tenant_id" = String, Path, description = "A tenant id (`ten_…`)"), ("name" = String, Path, description = "The agent's name"), ListQuery),
     responses(
         (status = 200, description = "A page of versions", body = AgentVersionList),
+        (status = 400, description = "A bad `limit` or `after`", body = ErrorBody),
         (status = 404, description = "No such tenant or agent", body = ErrorBody),
     ))]
 pub async fn list_agent_versions(
@@ -153,6 +155,7 @@ pub async fn get_agent_version(
     request_body = PublishRequest,
     responses(
         (status = 200, description = "The agent", body = TenantAgent),
+        (status = 400, description = "The body is not a version to publish (`version`, a number)", body = ErrorBody),
         (status = 404, description = "No such tenant, agent or version", body = ErrorBody),
         (status = 412, description = "The agent changed since the ETag in If-Match", body = ErrorBody),
     ))]

@@ -123,6 +123,7 @@ pub async fn delete_agent(
     params(("name" = String, Path, description = "The agent's name"), ListQuery),
     responses(
         (status = 200, description = "A page of versions", body = AgentVersionList),
+        (status = 400, description = "A bad `limit` or `after`", body = ErrorBody),
         (status = 404, description = "No such agent of this tenant", body = ErrorBody),
     ))]
 pub async fn list_agent_versions(
@@ -161,6 +162,7 @@ pub async fn get_agent_version(
     request_body = PublishRequest,
     responses(
         (status = 200, description = "The agent", body = TenantAgent),
+        (status = 400, description = "The body is not a version to publish (`version`, a number)", body = ErrorBody),
         (status = 404, description = "No such agent of this tenant, or version kept", body = ErrorBody),
         (status = 412, description = "The agent changed since the ETag in If-Match", body = ErrorBody),
     ))]
