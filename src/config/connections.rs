@@ -5,8 +5,8 @@
 use serde::Deserialize;
 
 use super::{
-    ConfigError, EchoSettings, HttpProviderSettings, McpServerSettings, OptionKind,
-    OptionSettings, ProviderKind, ProviderSettings, Secret, is_identifier, option_references,
+    ConfigError, EchoSettings, HttpProviderSettings, McpServerSettings, OptionKind, OptionSettings,
+    ProviderKind, ProviderSettings, Secret, is_identifier, option_references,
 };
 use crate::model::Builtin;
 
@@ -58,7 +58,10 @@ pub struct TenantAgentSettings {
 
 /// Why `name` names no connection, with the names that do.
 pub fn unknown_connection(name: &str, connections: &[ConnectionSettings]) -> String {
-    let names: Vec<String> = connections.iter().map(|c| format!("`{}`", c.name)).collect();
+    let names: Vec<String> = connections
+        .iter()
+        .map(|c| format!("`{}`", c.name))
+        .collect();
     if names.is_empty() {
         format!("unknown connection `{name}`; this server offers no connections")
     } else {

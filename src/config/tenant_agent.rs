@@ -7,9 +7,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    AgentSettings, ConfigError, ConnectionSettings, HistorySettings, ImageInput,
-    McpServerSettings, OptionKind, OptionSettings, SchemaPartSettings, TenantAgentSettings,
-    ToolSettings, is_identifier, split_tool_name, unknown_connection,
+    AgentSettings, ConfigError, ConnectionSettings, HistorySettings, ImageInput, McpServerSettings,
+    OptionKind, OptionSettings, SchemaPartSettings, TenantAgentSettings, ToolSettings,
+    is_identifier, split_tool_name, unknown_connection,
 };
 use crate::model::FieldError;
 

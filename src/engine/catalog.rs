@@ -14,9 +14,7 @@ use crate::agents::{Agent, Agents};
 use crate::config::{
     AgentPolicy, AgentSpec, ConnectionSettings, McpServerSettings, TenantAgentSettings,
 };
-use crate::model::{
-    AgentId, AgentVersion, EventData, FieldError, Session, TenantAgent, TenantId,
-};
+use crate::model::{AgentId, AgentVersion, EventData, FieldError, Session, TenantAgent, TenantId};
 use crate::store::{AgentChange, Page, SESSION_HAS_ACTIVE_TURN, SessionChange, StoreError};
 use crate::tools::mcp::McpRegistry;
 

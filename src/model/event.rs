@@ -67,7 +67,11 @@ pub enum EventData {
     },
     /// A session's event, in no turn: the session was moved from version `from` of its
     /// tenant agent `agent` to version `to`, which its next turns run.
-    AgentVersionChange { agent: String, from: i64, to: i64 },
+    AgentVersionChange {
+        agent: String,
+        from: i64,
+        to: i64,
+    },
 }
 
 impl EventData {

@@ -1086,7 +1086,10 @@ async fn a_sessions_move_is_an_event_of_its_log_between_turns() {
     let second = running.collect().await;
     assert_eq!(second.last().unwrap().event, "turn_stop");
     let second_stop = second.last().unwrap().id.unwrap();
-    assert_eq!(live.until_turn_stop().await.last().unwrap().id, Some(second_stop));
+    assert_eq!(
+        live.until_turn_stop().await.last().unwrap().id,
+        Some(second_stop)
+    );
     assert_eq!(app.get(&path, &token).await.body["agent"]["version"], 1);
 
     let moved = app
@@ -1101,7 +1104,11 @@ async fn a_sessions_move_is_an_event_of_its_log_between_turns() {
     assert_eq!(prompt_of_turn(&app, &token, &session, &server).await, "two");
     let third = live.until_turn_stop().await;
     assert_eq!(third[0].event, "turn_start");
-    assert_eq!(third[0].id, Some(second_stop + 2), "the next turn follows it");
+    assert_eq!(
+        third[0].id,
+        Some(second_stop + 2),
+        "the next turn follows it"
+    );
 
     // Replayed from the log, in delta and in message mode, between the turns.
     for mode in ["delta", "message"] {
@@ -1129,7 +1136,11 @@ async fn a_sessions_move_is_an_event_of_its_log_between_turns() {
     for turn in &turns {
         let turn = turn["turnId"].as_str().unwrap();
         let frames = app
-            .stream(&format!("/sessions/{session}/turns/{turn}/events"), &token, None)
+            .stream(
+                &format!("/sessions/{session}/turns/{turn}/events"),
+                &token,
+                None,
+            )
             .await
             .collect()
             .await;
@@ -1173,7 +1184,9 @@ async fn a_limited_default_agent_is_nobody_elses_default() {
     };
     let body = json!({"input": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
                       "stream": false});
-    let b_reply = app.post("/agentscope/process", &b_token, body.clone()).await;
+    let b_reply = app
+        .post("/agentscope/process", &b_token, body.clone())
+        .await;
     assert!(!b_reply.text.contains("vip"), "{}", b_reply.text);
     let b_session = agent_of(&b_reply);
     let b_read = app.get(&format!("/sessions/{b_session}"), &b_token).await;
@@ -1230,7 +1243,11 @@ async fn a_configured_agent_on_a_connection_uses_the_operators_connection() {
         let start = printed
             .find(&prefix)
             .unwrap_or_else(|| panic!("{toml}: {printed}"));
-        let message = printed[start + prefix.len()..].lines().next().unwrap().trim();
+        let message = printed[start + prefix.len()..]
+            .lines()
+            .next()
+            .unwrap()
+            .trim();
         let mut body = body;
         body["name"] = json!("bad");
         let reply = app.post("/agents", &token, body).await;

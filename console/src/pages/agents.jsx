@@ -3,7 +3,7 @@
 // read-only. An admin sees any tenant's through `prefix` (`/admin/tenants/{id}`), under
 // `base` (the route the links start from).
 
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { diffLines } from 'diff';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorNote, Loading, MoreButton, Status, Time, useLoad, usePaged } from '../components.jsx';
@@ -139,9 +139,16 @@ function NewAgent({ prefix, base }) {
 
 function AgentDetail({ prefix, base, name }) {
   const agents = api.agents(prefix);
-  const [state, error, reload] = useLoad(async () => {
+  const [state, setState] = useState(null);
+  const [error, setError] = useState(null);
+  // Reads the agent and its versions; a write's outcome is shown once they are read again,
+  // so the next write sends the revision it made.
+  const reload = async () => {
     const [current, versions] = await Promise.all([agents.get(name), agents.versions(name)]);
-    return { agent: current, latest: current.version, versions: versions.versions };
+    setState({ agent: current, latest: current.version, versions: versions.versions });
+  };
+  useEffect(() => {
+    reload().catch(setError);
   }, [prefix, name]);
   const [failure, setFailure] = useState(null);
   const [notice, setNotice] = useState(null);
@@ -155,11 +162,11 @@ function AgentDetail({ prefix, base, name }) {
     setNotice(null);
     try {
       await run();
+      await reload();
       setNotice(what);
-      reload();
     } catch (e) {
       setFailure(explain(e));
-      if (e.status === 412) reload();
+      if (e.status === 412) await reload().catch(setError);
     }
   };
   const publish = (version) =>
@@ -259,8 +266,8 @@ function AgentDetail({ prefix, base, name }) {
               }
               throw e;
             }
+            await reload();
             setNotice(`v${agent.latest_version + 1} is saved as a draft.`);
-            reload();
           }}
         />
       </section>
