@@ -115,34 +115,34 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                                 .service(web::resource("/tenants/{tenant_id}/usage").get(admin::usage::get_usage))
                 .service(
                     web::resource("/tenants/{tenant_id}/agents")
-                        .get(agents::admin::list_agents)
-                        .post(agents::admin::create_agent),
+                        .get(agents::routes::list_agents)
+                        .post(agents::routes::create_agent),
                 )
                 .service(
                     web::resource("/tenants/{tenant_id}/agents/{name}")
-                        .get(agents::admin::get_agent)
-                        .put(agents::admin::update_agent)
-                        .delete(agents::admin::delete_agent),
+                        .get(agents::routes::get_agent)
+                        .put(agents::routes::update_agent)
+                        .delete(agents::routes::delete_agent),
                 )
                 .service(
                     web::resource("/tenants/{tenant_id}/agents/{name}/versions")
-                        .get(agents::admin::list_agent_versions),
+                        .get(agents::routes::list_agent_versions),
                 )
                 .service(
                     web::resource("/tenants/{tenant_id}/agents/{name}/versions/{version}")
-                        .get(agents::admin::get_agent_version),
+                        .get(agents::routes::get_agent_version),
                 )
                 .service(
                     web::resource("/tenants/{tenant_id}/agents/{name}/publish")
-                        .post(agents::admin::publish_agent),
+                        .post(agents::routes::publish_agent),
                 )
                 .service(
                     web::resource("/tenants/{tenant_id}/agents/{name}/archive")
-                        .post(agents::admin::archive_agent),
+                        .post(agents::routes::archive_agent),
                 )
                 .service(
                     web::resource("/tenants/{tenant_id}/agents/{name}/restore")
-                        .post(agents::admin::restore_agent),
+                        .post(agents::routes::restore_agent),
                 )
                 .service(
                     web::resource("/tenants/{tenant_id}/webhooks")

@@ -1,20 +1,11 @@
 //! `/admin/tenants/{tenant_id}/agents…`: a tenant's agents, managed by an admin exactly as
-//! the tenant manages them at `/agents` (versions an admin makes are by `admin`).
+//! the tenant manages them at `/agents`, by the same handlers (`routes.rs`; versions an
+//! admin makes are by `admin`). Here: how the OpenAPI document describes these paths.
 
-use actix_web::{HttpRequest, HttpResponse, web};
-use serde_json::Value;
-
-use super::{AgentBody, AgentList, AgentVersionList, PublishRequest, ops};
-use crate::app::AppState;
-use crate::http::AdminAuth;
-use crate::http::Query;
-use crate::http::admin::existing_tenant;
-use crate::http::error::ApiError;
+use super::{AgentBody, AgentList, AgentVersionList, PublishRequest};
 use crate::http::openapi::schemas::ErrorBody;
 use crate::http::pagination::ListQuery;
 use crate::model::TenantAgent;
-
-const BY: &str = "admin";
 
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/agents", tag = "admin", operation_id = "admin_create_agent",
     security(("admin" = [])),
@@ -26,15 +17,7 @@ const BY: &str = "admin";
         (status = 404, description = "No such tenant", body = ErrorBody),
         (status = 409, description = "The name is taken, or the tenant keeps its most agents", body = ErrorBody),
     ))]
-pub async fn create_agent(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    body: web::Json<Value>,
-) -> Result<HttpResponse, ApiError> {
-    let tenant = existing_tenant(&state, &path).await?;
-    ops::create(&state, &tenant, body.into_inner(), BY).await
-}
+pub fn create_agent() {}
 
 #[utoipa::path(get, path = "/admin/tenants/{tenant_id}/agents", tag = "admin", operation_id = "admin_list_agents",
     security(("admin" = [])),
@@ -44,15 +27,7 @@ pub async fn create_agent(
         (status = 400, description = "A bad `limit` or `after`", body = ErrorBody),
         (status = 404, description = "No such tenant", body = ErrorBody),
     ))]
-pub async fn list_agents(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    query: Query<ListQuery>,
-) -> Result<HttpResponse, ApiError> {
-    let tenant = existing_tenant(&state, &path).await?;
-    ops::list(&state, &tenant, &query).await
-}
+pub fn list_agents() {}
 
 #[utoipa::path(get, path = "/admin/tenants/{tenant_id}/agents/{name}", tag = "admin", operation_id = "admin_get_agent",
     security(("admin" = [])),
@@ -61,15 +36,7 @@ pub async fn list_agents(
         (status = 200, description = "The agent with its newest version", body = AgentBody),
         (status = 404, description = "No such tenant or agent", body = ErrorBody),
     ))]
-pub async fn get_agent(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = existing_tenant(&state, &tenant).await?;
-    ops::get(&state, &tenant, &name).await
-}
+pub fn get_agent() {}
 
 #[utoipa::path(put, path = "/admin/tenants/{tenant_id}/agents/{name}", tag = "admin", operation_id = "admin_update_agent",
     security(("admin" = [])),
@@ -82,17 +49,7 @@ pub async fn get_agent(
         (status = 404, description = "No such tenant or agent", body = ErrorBody),
         (status = 412, description = "The agent changed since the ETag in If-Match", body = ErrorBody),
     ))]
-pub async fn update_agent(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-    body: web::Json<Value>,
-) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = existing_tenant(&state, &tenant).await?;
-    ops::update(&state, &req, &tenant, &name, body.into_inner(), BY).await
-}
+pub fn update_agent() {}
 
 #[utoipa::path(delete, path = "/admin/tenants/{tenant_id}/agents/{name}", tag = "admin", operation_id = "admin_delete_agent",
     security(("admin" = [])),
@@ -101,15 +58,7 @@ pub async fn update_agent(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such tenant or agent", body = ErrorBody),
     ))]
-pub async fn delete_agent(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = existing_tenant(&state, &tenant).await?;
-    ops::delete(&state, &tenant, &name).await
-}
+pub fn delete_agent() {}
 
 #[utoipa::path(get, path = "/admin/tenants/{tenant_id}/agents/{name}/versions", tag = "admin", operation_id = "admin_list_agent_versions",
     security(("admin" = [])),
@@ -119,16 +68,7 @@ pub async fn delete_agent(
         (status = 400, description = "A bad `limit` or `after`", body = ErrorBody),
         (status = 404, description = "No such tenant or agent", body = ErrorBody),
     ))]
-pub async fn list_agent_versions(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
-    query: Query<ListQuery>,
-) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = existing_tenant(&state, &tenant).await?;
-    ops::versions(&state, &tenant, &name, &query).await
-}
+pub fn list_agent_versions() {}
 
 #[utoipa::path(get, path = "/admin/tenants/{tenant_id}/agents/{name}/versions/{version}", tag = "admin", operation_id = "admin_get_agent_version",
     security(("admin" = [])),
@@ -138,15 +78,7 @@ pub async fn list_agent_versions(
         (status = 200, description = "The agent with that version", body = AgentBody),
         (status = 404, description = "No such tenant, agent or version", body = ErrorBody),
     ))]
-pub async fn get_agent_version(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    path: web::Path<(String, String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    let (tenant, name, version) = path.into_inner();
-    let tenant = existing_tenant(&state, &tenant).await?;
-    ops::version(&state, &tenant, &name, &version).await
-}
+pub fn get_agent_version() {}
 
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/agents/{name}/publish", tag = "admin", operation_id = "admin_publish_agent",
     security(("admin" = [])),
@@ -159,17 +91,7 @@ pub async fn get_agent_version(
         (status = 404, description = "No such tenant, agent or version", body = ErrorBody),
         (status = 412, description = "The agent changed since the ETag in If-Match", body = ErrorBody),
     ))]
-pub async fn publish_agent(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-    body: web::Json<Value>,
-) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = existing_tenant(&state, &tenant).await?;
-    ops::publish(&state, &req, &tenant, &name, body.into_inner()).await
-}
+pub fn publish_agent() {}
 
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/agents/{name}/archive", tag = "admin", operation_id = "admin_archive_agent",
     security(("admin" = [])),
@@ -178,16 +100,7 @@ pub async fn publish_agent(
         (status = 200, description = "The agent", body = TenantAgent),
         (status = 404, description = "No such tenant or agent", body = ErrorBody),
     ))]
-pub async fn archive_agent(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = existing_tenant(&state, &tenant).await?;
-    ops::archive(&state, &req, &tenant, &name, true).await
-}
+pub fn archive_agent() {}
 
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/agents/{name}/restore", tag = "admin", operation_id = "admin_restore_agent",
     security(("admin" = [])),
@@ -196,13 +109,4 @@ pub async fn archive_agent(
         (status = 200, description = "The agent", body = TenantAgent),
         (status = 404, description = "No such tenant or agent", body = ErrorBody),
     ))]
-pub async fn restore_agent(
-    _: AdminAuth,
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    let (tenant, name) = path.into_inner();
-    let tenant = existing_tenant(&state, &tenant).await?;
-    ops::archive(&state, &req, &tenant, &name, false).await
-}
+pub fn restore_agent() {}

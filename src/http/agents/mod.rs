@@ -1,19 +1,21 @@
 //! `/agents`: a tenant's own agents, their versions, publishing and archiving. The admin
-//! API's `/admin/tenants/{tenant_id}/agents…` routes answer the same way (see `admin.rs`),
-//! through the operations here. Every operation is the engine's.
+//! API's `/admin/tenants/{tenant_id}/agents…` routes are the same handlers (`routes.rs`):
+//! [`AgentOwner`] finds the tenant either way. Every operation is the engine's.
 
 pub mod admin;
 pub mod routes;
 
+use actix_web::dev::Payload;
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::{FromRequest, HttpRequest, web};
+use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::app::AppState;
 use crate::engine::{AgentError, AgentWithVersion};
+use crate::http::admin::existing_tenant;
 use crate::http::error::{ApiError, ErrorCode};
-use crate::http::pagination::{ListQuery, next_cursor};
+use crate::http::{AdminAuth, TenantAuth};
 use crate::model::{AgentVersion, TenantAgent, TenantId};
 
 /// A tenant agent and one of its versions (the newest, or the one asked for).
@@ -96,158 +98,59 @@ fn version_number(raw: &str) -> Result<i64, ApiError> {
         .ok_or_else(|| ApiError::not_found("agent version"))
 }
 
-/// The operations behind both the tenant's and the admin's routes, once the tenant is known.
-pub(crate) mod ops {
-    use super::*;
+/// Whose agents a request reaches, and who its versions are made by: at `/agents…`, the
+/// tenant of the tenant's token (versions by the token's id); at
+/// `/admin/tenants/{tenant_id}/agents…`, that tenant, which must exist, for an admin's
+/// token (versions by `admin`).
+pub struct AgentOwner {
+    pub tenant: TenantId,
+    pub by: String,
+}
 
-    pub async fn create(
-        state: &AppState,
-        tenant: &TenantId,
-        body: Value,
-        by: &str,
-    ) -> Result<HttpResponse, ApiError> {
-        let made = state.engine().create_agent(tenant, body, by).await?;
-        tracing::info!(tenant_id = %tenant, agent = %made.agent.name, "agent created");
-        Ok(with_etag(HttpResponse::Created(), &made.agent).json(body_of(made)))
-    }
+impl FromRequest for AgentOwner {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
-    pub async fn list(
-        state: &AppState,
-        tenant: &TenantId,
-        query: &ListQuery,
-    ) -> Result<HttpResponse, ApiError> {
-        let cursor = query.cursor()?;
-        let (agents, more) = state.engine().list_agents(tenant, cursor.page()).await?;
-        let next = next_cursor(&agents, more, |a| a.id.to_string());
-        Ok(HttpResponse::Ok().json(AgentList { agents, next }))
-    }
-
-    pub async fn get(
-        state: &AppState,
-        tenant: &TenantId,
-        name: &str,
-    ) -> Result<HttpResponse, ApiError> {
-        let found = state.engine().get_agent(tenant, name).await?;
-        Ok(with_etag(HttpResponse::Ok(), &found.agent).json(body_of(found)))
-    }
-
-    pub async fn update(
-        state: &AppState,
-        req: &HttpRequest,
-        tenant: &TenantId,
-        name: &str,
-        body: Value,
-        by: &str,
-    ) -> Result<HttpResponse, ApiError> {
-        let expected = if_match(req)?;
-        let made = state
-            .engine()
-            .update_agent(tenant, name, body, expected, by)
-            .await?;
-        tracing::info!(tenant_id = %tenant, agent = %name, version = made.version.version, "agent version made");
-        Ok(with_etag(HttpResponse::Ok(), &made.agent).json(body_of(made)))
-    }
-
-    pub async fn versions(
-        state: &AppState,
-        tenant: &TenantId,
-        name: &str,
-        query: &ListQuery,
-    ) -> Result<HttpResponse, ApiError> {
-        let limit = query
-            .limit
-            .unwrap_or(crate::http::pagination::DEFAULT_LIMIT);
-        if !(1..=crate::http::pagination::MAX_LIMIT).contains(&limit) {
-            return Err(ApiError::new(
-                ErrorCode::InvalidQuery,
-                format!(
-                    "limit: must be between 1 and {}",
-                    crate::http::pagination::MAX_LIMIT
-                ),
-            ));
-        }
-        let after = match query.after.as_deref() {
-            None | Some("") => None,
-            Some(cursor) => Some(
-                crate::http::pagination::decode(cursor)
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            ErrorCode::InvalidQuery,
-                            "after: not a cursor this server issued",
-                        )
-                    })?,
-            ),
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let Some(tenant) = req.match_info().get("tenant_id").map(str::to_owned) else {
+            let tenant = TenantAuth::from_request(req, payload);
+            return Box::pin(async move {
+                let auth = tenant.await?;
+                Ok(AgentOwner {
+                    tenant: auth.tenant_id,
+                    by: auth.token_id.to_string(),
+                })
+            });
         };
-        let (agent, versions, more) = state
-            .engine()
-            .list_agent_versions(tenant, name, after, limit)
-            .await?;
-        let next = next_cursor(&versions, more, |v| v.version.to_string());
-        Ok(with_etag(HttpResponse::Ok(), &agent).json(AgentVersionList { versions, next }))
+        let admin = AdminAuth::from_request(req, payload);
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        Box::pin(async move {
+            admin.await?;
+            let state = state.expect("AppState is registered with the app");
+            Ok(AgentOwner {
+                tenant: existing_tenant(&state, &tenant).await?,
+                by: "admin".to_owned(),
+            })
+        })
     }
+}
 
-    pub async fn version(
-        state: &AppState,
-        tenant: &TenantId,
-        name: &str,
-        version: &str,
-    ) -> Result<HttpResponse, ApiError> {
-        let number = version_number(version)?;
-        let found = state
-            .engine()
-            .get_agent_version(tenant, name, number)
-            .await?;
-        Ok(with_etag(HttpResponse::Ok(), &found.agent).json(body_of(found)))
-    }
+/// `{name}` of an agent's routes (beside `{tenant_id}` on the admin's).
+#[derive(Debug, Deserialize)]
+pub struct AgentPath {
+    pub name: String,
+}
 
-    pub async fn publish(
-        state: &AppState,
-        req: &HttpRequest,
-        tenant: &TenantId,
-        name: &str,
-        body: Value,
-    ) -> Result<HttpResponse, ApiError> {
-        let expected = if_match(req)?;
-        let request: PublishRequest = crate::http::parse_json(body)?;
-        let agent = state
-            .engine()
-            .publish_agent(tenant, name, request.version, expected)
-            .await?;
-        tracing::info!(tenant_id = %tenant, agent = %name, version = request.version, "agent version published");
-        Ok(with_etag(HttpResponse::Ok(), &agent).json(agent))
-    }
+/// `{name}/versions/{version}`.
+#[derive(Debug, Deserialize)]
+pub struct VersionPath {
+    pub name: String,
+    pub version: String,
+}
 
-    pub async fn archive(
-        state: &AppState,
-        req: &HttpRequest,
-        tenant: &TenantId,
-        name: &str,
-        archived: bool,
-    ) -> Result<HttpResponse, ApiError> {
-        let expected = if_match(req)?;
-        let agent = state
-            .engine()
-            .archive_agent(tenant, name, archived, expected)
-            .await?;
-        tracing::info!(tenant_id = %tenant, agent = %name, archived, "agent archive state set");
-        Ok(with_etag(HttpResponse::Ok(), &agent).json(agent))
-    }
-
-    pub async fn delete(
-        state: &AppState,
-        tenant: &TenantId,
-        name: &str,
-    ) -> Result<HttpResponse, ApiError> {
-        state.engine().delete_agent(tenant, name).await?;
-        tracing::info!(tenant_id = %tenant, agent = %name, "agent deleted");
-        Ok(HttpResponse::NoContent().finish())
-    }
-
-    fn body_of(found: AgentWithVersion) -> AgentBody {
-        AgentBody {
-            agent: found.agent,
-            version: found.version,
-        }
+fn body_of(found: AgentWithVersion) -> AgentBody {
+    AgentBody {
+        agent: found.agent,
+        version: found.version,
     }
 }

@@ -1,15 +1,19 @@
-//! The tenant's `/agents` routes.
+//! The agents routes: the tenant's `/agents…`, and the same handlers at the admin's
+//! `/admin/tenants/{tenant_id}/agents…` (documented in `admin.rs`), the tenant found by
+//! [`AgentOwner`].
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
-use super::{AgentBody, AgentList, AgentVersionList, PublishRequest, ops};
+use super::{
+    AgentBody, AgentList, AgentOwner, AgentPath, AgentVersionList, PublishRequest, VersionPath,
+    body_of, if_match, version_number, with_etag,
+};
 use crate::app::AppState;
 use crate::http::Query;
-use crate::http::TenantAuth;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas::ErrorBody;
-use crate::http::pagination::ListQuery;
+use crate::http::pagination::{DEFAULT_LIMIT, ListQuery, MAX_LIMIT, decode, next_cursor};
 use crate::model::TenantAgent;
 
 /// Creates one of the tenant's agents: its version 1, a draft.
@@ -30,17 +34,17 @@ use crate::model::TenantAgent;
         (status = 409, description = "The name is taken (by a configured agent or another of the tenant's), or the tenant keeps its most agents", body = ErrorBody),
     ))]
 pub async fn create_agent(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    ops::create(
-        &state,
-        &auth.tenant_id,
-        body.into_inner(),
-        &auth.token_id.to_string(),
-    )
-    .await
+    let tenant = &owner.tenant;
+    let made = state
+        .engine()
+        .create_agent(tenant, body.into_inner(), &owner.by)
+        .await?;
+    tracing::info!(tenant_id = %tenant, agent = %made.agent.name, "agent created");
+    Ok(with_etag(HttpResponse::Created(), &made.agent).json(body_of(made)))
 }
 
 /// The tenant's agents, newest first, a page at a time.
@@ -52,11 +56,17 @@ pub async fn create_agent(
         (status = 400, description = "A bad `limit` or `after`", body = ErrorBody),
     ))]
 pub async fn list_agents(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    ops::list(&state, &auth.tenant_id, &query).await
+    let cursor = query.cursor()?;
+    let (agents, more) = state
+        .engine()
+        .list_agents(&owner.tenant, cursor.page())
+        .await?;
+    let next = next_cursor(&agents, more, |a| a.id.to_string());
+    Ok(HttpResponse::Ok().json(AgentList { agents, next }))
 }
 
 /// Reads one of the tenant's agents with its newest version.
@@ -68,11 +78,12 @@ pub async fn list_agents(
         (status = 404, description = "No such agent of this tenant", body = ErrorBody),
     ))]
 pub async fn get_agent(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<AgentPath>,
 ) -> Result<HttpResponse, ApiError> {
-    ops::get(&state, &auth.tenant_id, &path).await
+    let found = state.engine().get_agent(&owner.tenant, &path.name).await?;
+    Ok(with_etag(HttpResponse::Ok(), &found.agent).json(body_of(found)))
 }
 
 /// Makes the agent's next version from the whole body (as on create), a draft: the
@@ -90,14 +101,20 @@ pub async fn get_agent(
         (status = 412, description = "The agent changed since the ETag in If-Match: nothing was changed", body = ErrorBody),
     ))]
 pub async fn update_agent(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
     req: HttpRequest,
-    path: web::Path<String>,
+    path: web::Path<AgentPath>,
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    let by = auth.token_id.to_string();
-    ops::update(&state, &req, &auth.tenant_id, &path, body.into_inner(), &by).await
+    let expected = if_match(&req)?;
+    let (tenant, name) = (&owner.tenant, &path.name);
+    let made = state
+        .engine()
+        .update_agent(tenant, name, body.into_inner(), expected, &owner.by)
+        .await?;
+    tracing::info!(tenant_id = %tenant, agent = %name, version = made.version.version, "agent version made");
+    Ok(with_etag(HttpResponse::Ok(), &made.agent).json(body_of(made)))
 }
 
 /// Deletes the agent and its versions. Its sessions stay; their next turn fails with
@@ -110,11 +127,16 @@ pub async fn update_agent(
         (status = 404, description = "No such agent of this tenant", body = ErrorBody),
     ))]
 pub async fn delete_agent(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<AgentPath>,
 ) -> Result<HttpResponse, ApiError> {
-    ops::delete(&state, &auth.tenant_id, &path).await
+    state
+        .engine()
+        .delete_agent(&owner.tenant, &path.name)
+        .await?;
+    tracing::info!(tenant_id = %owner.tenant, agent = %path.name, "agent deleted");
+    Ok(HttpResponse::NoContent().finish())
 }
 
 /// The agent's kept versions, newest first, a page at a time.
@@ -127,12 +149,37 @@ pub async fn delete_agent(
         (status = 404, description = "No such agent of this tenant", body = ErrorBody),
     ))]
 pub async fn list_agent_versions(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<AgentPath>,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    ops::versions(&state, &auth.tenant_id, &path, &query).await
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!("limit: must be between 1 and {MAX_LIMIT}"),
+        ));
+    }
+    let after = match query.after.as_deref() {
+        None | Some("") => None,
+        Some(cursor) => Some(
+            decode(cursor)
+                .and_then(|v| v.parse::<i64>().ok())
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::InvalidQuery,
+                        "after: not a cursor this server issued",
+                    )
+                })?,
+        ),
+    };
+    let (agent, versions, more) = state
+        .engine()
+        .list_agent_versions(&owner.tenant, &path.name, after, limit)
+        .await?;
+    let next = next_cursor(&versions, more, |v| v.version.to_string());
+    Ok(with_etag(HttpResponse::Ok(), &agent).json(AgentVersionList { versions, next }))
 }
 
 /// One version of the agent.
@@ -145,12 +192,16 @@ pub async fn list_agent_versions(
         (status = 404, description = "No such agent of this tenant, or version kept", body = ErrorBody),
     ))]
 pub async fn get_agent_version(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<VersionPath>,
 ) -> Result<HttpResponse, ApiError> {
-    let (name, version) = path.into_inner();
-    ops::version(&state, &auth.tenant_id, &name, &version).await
+    let number = version_number(&path.version)?;
+    let found = state
+        .engine()
+        .get_agent_version(&owner.tenant, &path.name, number)
+        .await?;
+    Ok(with_etag(HttpResponse::Ok(), &found.agent).json(body_of(found)))
 }
 
 /// Publishes a kept version: new sessions on the agent run it; open sessions keep theirs.
@@ -167,13 +218,21 @@ pub async fn get_agent_version(
         (status = 412, description = "The agent changed since the ETag in If-Match", body = ErrorBody),
     ))]
 pub async fn publish_agent(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
     req: HttpRequest,
-    path: web::Path<String>,
+    path: web::Path<AgentPath>,
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    ops::publish(&state, &req, &auth.tenant_id, &path, body.into_inner()).await
+    let expected = if_match(&req)?;
+    let request: PublishRequest = crate::http::parse_json(body.into_inner())?;
+    let (tenant, name) = (&owner.tenant, &path.name);
+    let agent = state
+        .engine()
+        .publish_agent(tenant, name, request.version, expected)
+        .await?;
+    tracing::info!(tenant_id = %tenant, agent = %name, version = request.version, "agent version published");
+    Ok(with_etag(HttpResponse::Ok(), &agent).json(agent))
 }
 
 /// Archives the agent: it takes no new sessions and leaves `/meta` and the other faces;
@@ -187,12 +246,12 @@ pub async fn publish_agent(
         (status = 412, description = "The agent changed since the ETag in If-Match", body = ErrorBody),
     ))]
 pub async fn archive_agent(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
     req: HttpRequest,
-    path: web::Path<String>,
+    path: web::Path<AgentPath>,
 ) -> Result<HttpResponse, ApiError> {
-    ops::archive(&state, &req, &auth.tenant_id, &path, true).await
+    set_archived(&owner, &state, &req, &path.name, true).await
 }
 
 /// Restores an archived agent.
@@ -205,10 +264,27 @@ pub async fn archive_agent(
         (status = 412, description = "The agent changed since the ETag in If-Match", body = ErrorBody),
     ))]
 pub async fn restore_agent(
-    auth: TenantAuth,
+    owner: AgentOwner,
     state: web::Data<AppState>,
     req: HttpRequest,
-    path: web::Path<String>,
+    path: web::Path<AgentPath>,
 ) -> Result<HttpResponse, ApiError> {
-    ops::archive(&state, &req, &auth.tenant_id, &path, false).await
+    set_archived(&owner, &state, &req, &path.name, false).await
+}
+
+async fn set_archived(
+    owner: &AgentOwner,
+    state: &AppState,
+    req: &HttpRequest,
+    name: &str,
+    archived: bool,
+) -> Result<HttpResponse, ApiError> {
+    let expected = if_match(req)?;
+    let tenant = &owner.tenant;
+    let agent = state
+        .engine()
+        .archive_agent(tenant, name, archived, expected)
+        .await?;
+    tracing::info!(tenant_id = %tenant, agent = %name, archived, "agent archive state set");
+    Ok(with_etag(HttpResponse::Ok(), &agent).json(agent))
 }
