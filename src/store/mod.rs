@@ -29,8 +29,10 @@ mod processes;
 mod quotas;
 mod run_endpoints;
 mod run_list;
+mod run_pages;
 mod runs;
 mod schedules;
+mod session_events;
 mod sessions;
 mod stamp;
 mod tenants;
@@ -52,6 +54,7 @@ pub use run_endpoints::{RunEndpointLimits, RunEndpointRecord, RunEndpointWrite};
 pub use run_list::{ListedRun, RunCursor, RunFilter, RunMessage};
 pub use runs::RunLink;
 pub use schedules::{Claim, NewOccurrence, OpenOccurrence, ScheduleMessage};
+pub use session_events::{SESSION_HAS_ACTIVE_TURN, SessionChange};
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
 pub use turns::{AdmissionLimits, Refusal, Remembered, TokenBudget, UsageTotals};
@@ -153,8 +156,12 @@ pub struct Store {
 pub enum StoreError {
     #[error("not found")]
     NotFound,
+    /// A unique constraint (named) refused the write.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A resume or a cancel met a run that no longer awaits answers: nothing was written.
+    #[error("the run does not await answers")]
+    RunNotAwaiting,
     /// What the caller remembered of a row no longer holds; nothing was written.
     #[error("the remembered state is out of date")]
     Stale,
@@ -247,9 +254,6 @@ impl From<serde_json::Error> for StoreError {
         StoreError::Corrupt(error.to_string())
     }
 }
-
-/// The conflict a resume or a cancel meets when its run no longer awaits answers.
-pub const RUN_NOT_AWAITING: &str = "run_not_awaiting";
 
 /// Which backend a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
