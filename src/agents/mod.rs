@@ -15,7 +15,7 @@ use crate::model::{BodySchema, ImageSource, ToolSpec};
 use crate::tools::mcp::{McpRegistry, McpTool};
 use crate::tools::{ArgumentSchema, Builtin};
 
-pub use session_config::{REDACTED, ResolvedSessionConfig, SessionConfigRequest};
+pub use session_config::{BodyFault, REDACTED, ResolvedSessionConfig, SessionConfigRequest};
 
 /// What runs a server tool the agent is configured with.
 #[derive(Debug, Clone, PartialEq)]

@@ -193,33 +193,42 @@ impl Agent {
     /// Checks a user message's body against the agent's input schema; the error names the
     /// offending part.
     pub fn check_input_body(&self, content: &Content, path: &str) -> Result<(), FieldError> {
-        self.input_schema()
-            .check(&content.to_parts())
-            .map_err(|violation| {
-                let field = match (violation.part, content) {
-                    (Some(j), Content::Blocks(_)) => format!("{path}[{j}]"),
-                    _ => path.to_owned(),
-                };
-                FieldError::new(
-                    field,
-                    format!(
-                        "{} (input schema of agent `{}`)",
-                        violation.message,
-                        self.name()
-                    ),
-                )
-            })
+        self.input_body_fault(content)
+            .map_or(Ok(()), |f| Err(f.at(path)))
+    }
+
+    /// What of a user message's body the agent's input schema refuses, if anything.
+    pub fn input_body_fault(&self, content: &Content) -> Option<BodyFault> {
+        let violation = self.input_schema().check(&content.to_parts()).err()?;
+        Some(BodyFault {
+            part: violation
+                .part
+                .filter(|_| matches!(content, Content::Blocks(_))),
+            suffix: "",
+            reason: format!(
+                "{} (input schema of agent `{}`)",
+                violation.message,
+                self.name()
+            ),
+        })
     }
 
     /// Checks one message body at `path`.
     pub fn check_content(&self, content: &Content, path: &str) -> Result<(), FieldError> {
+        self.content_fault(content)
+            .map_or(Ok(()), |f| Err(f.at(path)))
+    }
+
+    /// The first block of a message body the agent cannot read (an image by source).
+    pub fn content_fault(&self, content: &Content) -> Option<BodyFault> {
         for (j, block) in content.blocks().iter().enumerate() {
             if let Some(source) = block.image_source()
                 && !self.accepts_image(source)
             {
-                return Err(FieldError::new(
-                    format!("{path}[{j}].url"),
-                    format!(
+                return Some(BodyFault {
+                    part: Some(j),
+                    suffix: ".url",
+                    reason: format!(
                         "agent `{}` does not accept {} images",
                         self.name(),
                         match source {
@@ -227,9 +236,29 @@ impl Agent {
                             ImageSource::Data => "data:",
                         }
                     ),
-                ));
+                });
             }
         }
-        Ok(())
+        None
+    }
+}
+
+/// What an agent refuses in a message body: the block at fault (when one is), what follows
+/// it in a field path (`.url`), and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BodyFault {
+    pub part: Option<usize>,
+    pub suffix: &'static str,
+    pub reason: String,
+}
+
+impl BodyFault {
+    /// The fault as a field error of the body at `path` (`messages[0].content[2].url`).
+    pub fn at(&self, path: &str) -> FieldError {
+        let field = match self.part {
+            Some(j) => format!("{path}[{j}]{}", self.suffix),
+            None => path.to_owned(),
+        };
+        FieldError::new(field, self.reason.clone())
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::error::{EngineError, not_found};
+use super::error::{EngineError, InputError, not_found};
 use super::histories::Snapshot;
 use super::input::{InputMessage, PendingCall, check_input, pending_tool_calls};
 use super::request::{Permission, RunPart, StartedTurn, TurnRequest, scoped_key};
@@ -19,7 +19,7 @@ use crate::model::{
     HistoryMessage, Quota, Run, RunStatus, Session, SessionId, TenantId, Turn, TurnId, TurnStatus,
     Usage, json_len,
 };
-use crate::store::{AdmissionLimits, Backend, RUN_NOT_AWAITING, Refusal, RunLink, StoreError};
+use crate::store::{AdmissionLimits, Backend, Refusal, RunLink, StoreError};
 
 impl Engine {
     /// Validates and records a turn, then runs it in the background. A retry with the same
@@ -116,11 +116,14 @@ impl Engine {
         for (i, message) in request.messages.iter().enumerate() {
             if let InputMessage::User { content } | InputMessage::ToolResult { content, .. } =
                 message
+                && let Some(fault) = agent.content_fault(content)
             {
-                agent.check_content(content, &format!("messages[{i}].content"))?;
+                return Err(EngineError::InvalidInput(InputError::of_body(i, fault)));
             }
-            if let InputMessage::User { content } = message {
-                agent.check_input_body(content, &format!("messages[{i}].content"))?;
+            if let InputMessage::User { content } = message
+                && let Some(fault) = agent.input_body_fault(content)
+            {
+                return Err(EngineError::InvalidInput(InputError::of_body(i, fault)));
             }
         }
         let pending = match &snapshot {
@@ -308,16 +311,14 @@ impl Engine {
                 }
                 // Two requests with one key at the same moment: whichever index refused the
                 // second, it is a retry of the first, which is committed by now.
-                StoreError::Conflict(what)
-                    if what != RUN_NOT_AWAITING && request.idempotency_key.is_some() =>
-                {
+                StoreError::Conflict(_) if request.idempotency_key.is_some() => {
                     let key = request.idempotency_key.as_deref().unwrap_or_default();
                     match self.earlier_turn(tenant, session_id, key, request).await? {
                         Some(earlier) => Ok(StartedTurn::replay(earlier)),
                         None => Err(EngineError::SessionBusy),
                     }
                 }
-                StoreError::Conflict(what) if what == RUN_NOT_AWAITING => {
+                StoreError::RunNotAwaiting => {
                     let status = match &run_id {
                         Some(id) => self.store.get_run_status(tenant, id).await?,
                         None => RunStatus::Completed,

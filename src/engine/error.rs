@@ -7,6 +7,10 @@ use crate::store::StoreError;
 pub enum EngineError {
     #[error(transparent)]
     Invalid(#[from] FieldError),
+    /// A message of the request (by index) the engine refused, and its part when one is at
+    /// fault: faces name them in their own terms.
+    #[error("{}: {}", .0.field, .0.reason)]
+    InvalidInput(InputError),
     #[error("{0} not found")]
     NotFound(&'static str),
     #[error(transparent)]
@@ -41,6 +45,16 @@ pub enum EngineError {
     RunEnded(RunStatus),
     #[error("the history a request repeats is not the end of the session's stored history")]
     HistoryMismatch,
+    /// The context (session) named belongs to another agent, `owner`.
+    #[error("the session belongs to agent `{owner}`")]
+    WrongAgent { owner: String },
+    /// A resume that answers no pending call (see `contexts`).
+    #[error("the resume answers no pending call")]
+    NoAnswer,
+    /// A resume's part (by index) that is neither an answer nor text answering the single
+    /// pending call.
+    #[error("part {part} of the resume is not an answer")]
+    UnexpectedPart { part: usize },
 }
 
 /// A store's `NotFound` as the engine names it (`what` was not found); any other error as is.
@@ -48,5 +62,29 @@ pub(super) fn not_found(error: StoreError, what: &'static str) -> EngineError {
     match error {
         StoreError::NotFound => EngineError::NotFound(what),
         other => other.into(),
+    }
+}
+
+/// Which message of a turn request (its index among the request's messages) and which part
+/// of its content (a block's index) the engine refused, and why. `field` is the same place
+/// as a path (`messages[0].content[2].url`), for faces that name fields so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputError {
+    pub message: usize,
+    pub part: Option<usize>,
+    pub field: String,
+    pub reason: String,
+}
+
+impl InputError {
+    /// A fault an agent found in the content of message `message`.
+    pub fn of_body(message: usize, fault: crate::agents::BodyFault) -> Self {
+        let field = fault.at(&format!("messages[{message}].content")).field;
+        InputError {
+            message,
+            part: fault.part,
+            field,
+            reason: fault.reason,
+        }
     }
 }

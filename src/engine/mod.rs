@@ -10,6 +10,7 @@ mod call_ids;
 mod catalog;
 mod cluster;
 mod compaction;
+mod contexts;
 mod error;
 mod fanout;
 mod follow;
@@ -44,7 +45,8 @@ pub use crate::store::{
 };
 pub use assemble::{MessageAssembler, turn_messages};
 pub use catalog::{AgentError, AgentWithVersion, TenantAgentPolicy};
-pub use error::EngineError;
+pub use contexts::{ResumePart, RunView, ViewParts, resolve_answers};
+pub use error::{EngineError, InputError};
 pub use follow::Follow;
 pub use input::{InputMessage, PendingCall, split_input};
 pub use parts::file_url;

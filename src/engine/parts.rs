@@ -3,9 +3,9 @@
 
 use base64::Engine as _;
 
-use super::error::EngineError;
+use super::error::{EngineError, InputError};
 use super::input::InputMessage;
-use crate::model::{Content, ContentBlock, ContentEncoding, FieldError, SessionId, TenantId};
+use crate::model::{Content, ContentBlock, ContentEncoding, SessionId, TenantId};
 use crate::store::Store;
 
 /// The path under which stored part contents are served.
@@ -23,15 +23,7 @@ pub(super) async fn store_large_parts(
 ) -> Result<(), EngineError> {
     for (i, message) in messages.iter_mut().enumerate() {
         if let InputMessage::User { content } | InputMessage::ToolResult { content, .. } = message {
-            store_content(
-                store,
-                tenant,
-                session,
-                limit,
-                content,
-                &format!("messages[{i}]"),
-            )
-            .await?;
+            store_content(store, tenant, session, limit, content, i).await?;
         }
     }
     Ok(())
@@ -43,7 +35,7 @@ async fn store_content(
     session: &SessionId,
     limit: usize,
     content: &mut Content,
-    path: &str,
+    message: usize,
 ) -> Result<(), EngineError> {
     let Content::Blocks(blocks) = content else {
         return Ok(());
@@ -60,10 +52,12 @@ async fn store_content(
             ContentEncoding::Base64 => base64::engine::general_purpose::STANDARD
                 .decode(inline)
                 .map_err(|_| {
-                    FieldError::new(
-                        format!("{path}.content[{j}].content"),
-                        "is not valid base64 (content_encoding is base64)",
-                    )
+                    EngineError::InvalidInput(InputError {
+                        message,
+                        part: Some(j),
+                        field: format!("messages[{message}].content[{j}].content"),
+                        reason: "is not valid base64 (content_encoding is base64)".into(),
+                    })
                 })?,
         };
         if bytes.len() <= limit {

@@ -15,7 +15,7 @@ use super::turn_log;
 use crate::model::{
     Event, Run, RunId, RunStatus, SessionId, StreamMode, TenantId, Turn, TurnId, TurnStatus, Usage,
 };
-use crate::store::{Deltas, RUN_NOT_AWAITING, RunLink, StoreError};
+use crate::store::{Deltas, RunLink, StoreError};
 
 /// What a pending call of a cancelled run is answered with.
 pub const CANCELLED_CALL: &str = "Tool call cancelled: the client cancelled the run";
@@ -176,7 +176,7 @@ impl Engine {
             .await;
         match inserted {
             Ok(()) => {}
-            Err(StoreError::Conflict(what)) if what == RUN_NOT_AWAITING => {
+            Err(StoreError::RunNotAwaiting) => {
                 let status = self.run_status(&run.tenant_id, &run.id).await?;
                 return Err(if status.is_terminal() {
                     EngineError::RunEnded(status)

@@ -293,6 +293,7 @@ impl From<crate::engine::EngineError> for ApiError {
         use crate::engine::EngineError;
         match error {
             EngineError::Invalid(field) => field.into(),
+            EngineError::InvalidInput(input) => ApiError::invalid(input.field, input.reason),
             EngineError::NotFound(what) => ApiError::not_found(what),
             EngineError::Store(store) => store.into(),
             EngineError::Sealed(sealed) => ApiError::internal(sealed),
@@ -334,6 +335,18 @@ impl From<crate::engine::EngineError> for ApiError {
             EngineError::RunEnded(status) => ApiError::new(
                 ErrorCode::RunEnded,
                 format!("the run has ended (its status is {status})"),
+            ),
+            EngineError::WrongAgent { owner } => ApiError::invalid(
+                "agent",
+                format!("the session belongs to agent `{owner}`; a session's agent cannot change"),
+            ),
+            EngineError::NoAnswer => ApiError::invalid(
+                "messages",
+                "answer each pending call with its result or permission",
+            ),
+            EngineError::UnexpectedPart { part } => ApiError::invalid(
+                format!("messages[0].content[{part}]"),
+                "a resume carries answers, or the text that answers the single pending call",
             ),
         }
     }

@@ -94,7 +94,7 @@ fn expand_lengths(runs: Vec<[u32; 2]>) -> Vec<u32> {
 }
 
 #[derive(sqlx::FromRow)]
-struct EventRow {
+pub(super) struct EventRow {
     session_id: SessionId,
     seq: i64,
     turn_id: TurnId,
@@ -116,7 +116,7 @@ pub enum Deltas {
 impl EventRow {
     /// The events a reader whose cursor is `after` gets from this row: a coalesced delta
     /// gives what the reader does not have yet, merged or as streamed.
-    fn push_events(
+    pub(super) fn push_events(
         self,
         after: i64,
         deltas: Deltas,

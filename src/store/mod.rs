@@ -29,6 +29,7 @@ mod processes;
 mod quotas;
 mod run_endpoints;
 mod run_list;
+mod run_pages;
 mod runs;
 mod schedules;
 mod sessions;
@@ -165,8 +166,12 @@ pub(crate) struct Faults {
 pub enum StoreError {
     #[error("not found")]
     NotFound,
+    /// A unique constraint (named) refused the write.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A resume or a cancel met a run that no longer awaits answers: nothing was written.
+    #[error("the run does not await answers")]
+    RunNotAwaiting,
     /// What the caller remembered of a row no longer holds; nothing was written.
     #[error("the remembered state is out of date")]
     Stale,
@@ -259,9 +264,6 @@ impl From<serde_json::Error> for StoreError {
         StoreError::Corrupt(error.to_string())
     }
 }
-
-/// The conflict a resume or a cancel meets when its run no longer awaits answers.
-pub const RUN_NOT_AWAITING: &str = "run_not_awaiting";
 
 /// Which backend a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,8 +30,8 @@ impl<'a> RunLink<'a> {
 }
 
 #[derive(sqlx::FromRow)]
-struct RunRow {
-    id: RunId,
+pub(super) struct RunRow {
+    pub(super) id: RunId,
     tenant_id: TenantId,
     session_id: SessionId,
     status: String,
@@ -39,6 +39,26 @@ struct RunRow {
     cancel_turn_id: Option<TurnId>,
     created_at: Stamp,
     updated_at: Stamp,
+}
+
+impl RunRow {
+    /// The run, with the ids of its turns (oldest first).
+    pub(super) fn into_run(self, turns: Vec<TurnId>) -> Result<Run, StoreError> {
+        if turns.is_empty() {
+            return Err(StoreError::Corrupt(format!("run {} has no turn", self.id)));
+        }
+        Ok(Run {
+            id: self.id,
+            tenant_id: self.tenant_id,
+            session_id: self.session_id,
+            status: self.status.parse().map_err(StoreError::Corrupt)?,
+            turns,
+            cancelled_at: self.cancelled_at.map(|s| s.0),
+            cancel_turn: self.cancel_turn_id,
+            created_at: self.created_at.into(),
+            updated_at: self.updated_at.into(),
+        })
+    }
 }
 
 impl Store {
@@ -63,20 +83,7 @@ impl Store {
             .await?;
             Ok::<_, sqlx::Error>((row, turns))
         })?;
-        if turns.is_empty() {
-            return Err(StoreError::Corrupt(format!("run {id} has no turn")));
-        }
-        Ok(Run {
-            id: row.id,
-            tenant_id: row.tenant_id,
-            session_id: row.session_id,
-            status: row.status.parse().map_err(StoreError::Corrupt)?,
-            turns,
-            cancelled_at: row.cancelled_at.map(|s| s.0),
-            cancel_turn: row.cancel_turn_id,
-            created_at: row.created_at.into(),
-            updated_at: row.updated_at.into(),
-        })
+        row.into_run(turns)
     }
 
     /// The run's status: one row.
@@ -149,9 +156,7 @@ macro_rules! admit_run {
             _ => None,
         };
         if changed == Some(0) {
-            return Err($crate::store::StoreError::Conflict(
-                $crate::store::RUN_NOT_AWAITING.into(),
-            ));
+            return Err($crate::store::StoreError::RunNotAwaiting);
         }
         if $answers_calls {
             sqlx::query(

@@ -11,7 +11,7 @@ use crate::model::{
 };
 
 #[derive(sqlx::FromRow)]
-struct SessionRow {
+pub(super) struct SessionRow {
     id: SessionId,
     tenant_id: TenantId,
     agent: String,
@@ -44,7 +44,7 @@ impl From<SessionRow> for Session {
     }
 }
 
-const SESSION_COLUMNS: &str = "id, tenant_id, agent, agent_id, agent_version, server_tools, options, sealed_options, \
+pub(super) const SESSION_COLUMNS: &str = "id, tenant_id, agent, agent_id, agent_version, server_tools, options, sealed_options, \
                                client_tools, alias, created_at, updated_at";
 
 impl Store {

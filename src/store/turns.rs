@@ -150,7 +150,7 @@ impl Store {
     /// with the answers to permission requests it carries, the session's new configuration (if the turn changed it), the
     /// messages the turn brings and what it does to runs, atomically.
     /// `Conflict("turns_one_active")` when the session already has an active turn;
-    /// `Conflict("turns_idempotency")` when the key was used; `Conflict(RUN_NOT_AWAITING)`
+    /// `Conflict("turns_idempotency")` when the key was used; `RunNotAwaiting`
     /// when a resumed or cancelled run no longer awaits answers. `answers_calls`: the turn
     /// answers pending tool calls, which settles runs that awaited them. With `remembered`,
     /// nothing is written unless the session is still as remembered: `Stale` otherwise (a

@@ -260,6 +260,7 @@ impl From<EngineError> for A2aError {
     fn from(error: EngineError) -> Self {
         match error {
             EngineError::Invalid(field) => field.into(),
+            EngineError::InvalidInput(input) => A2aError::invalid(input.field, input.reason),
             EngineError::NotFound(what) => {
                 A2aError::new(Kind::TaskNotFound, format!("{what} not found"))
             }

@@ -2,8 +2,6 @@
 //! newest status change first, in pages with an opaque token (the last task's status time
 //! and id).
 
-use std::collections::HashMap;
-
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -14,8 +12,8 @@ use super::params::{self, Params};
 use super::tasks;
 use super::wire::{Shown, State};
 use crate::engine::SessionRef;
-use crate::engine::{RunCursor, RunFilter};
-use crate::model::{RunId, RunStatus, Session};
+use crate::engine::{RunCursor, RunFilter, ViewParts};
+use crate::model::{RunId, RunStatus};
 
 const DEFAULT_PAGE: i64 = 50;
 const MAX_PAGE: i64 = 100;
@@ -114,30 +112,25 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
         .await?;
     let more = runs.len() > page_size as usize;
     let page = &runs[..runs.len().min(page_size as usize)];
-    let mut sessions: HashMap<_, Session> = HashMap::new();
-    let mut tasks_out = Vec::with_capacity(page.len());
     let shown = Shown {
         history_length,
         artifacts: include_artifacts,
     };
-    for listed in page {
-        let run = call
-            .state
-            .engine()
-            .get_run(&call.tenant, &listed.id)
-            .await?;
-        let session = match sessions.entry(run.session_id) {
-            std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
-                call.state
-                    .engine()
-                    .get_session(&call.tenant, &run.session_id)
-                    .await?,
-            ),
-        };
-        let task = tasks::snapshot(&call.state, &run, session).await?;
-        tasks_out.push(task.to_json(call.version, shown));
-    }
+    // The page's runs, sessions, events and messages: one read each for the whole page.
+    let ids: Vec<RunId> = page.iter().map(|listed| listed.id).collect();
+    let parts = ViewParts {
+        events: true,
+        messages: history_length != Some(0),
+    };
+    let views = call
+        .state
+        .engine()
+        .run_views(&call.tenant, &ids, parts)
+        .await?;
+    let tasks_out: Vec<Value> = views
+        .iter()
+        .map(|view| tasks::snapshot(view).to_json(call.version, shown))
+        .collect();
     let next = match (more, page.last()) {
         (true, Some(last)) => encode_token(&RunCursor {
             updated_at: last.updated_at,

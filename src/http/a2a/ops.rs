@@ -18,10 +18,9 @@ use super::version::Version;
 use super::wire::{Shown, StreamEvent, Task};
 use crate::agents::{Agent, SessionConfigRequest};
 use crate::app::AppState;
-use crate::engine::Deltas;
-use crate::engine::{EngineError, Follow, InputMessage, SessionRef, TurnRequest, scoped_key};
+use crate::engine::{EngineError, InputMessage, SessionRef, TurnRequest, scoped_key};
 use crate::http::frame_id::FrameId;
-use crate::model::{Run, RunStatus, Session, StreamMode, TenantId};
+use crate::model::{Run, Session, StreamMode, TenantId};
 
 /// Who calls, on which agent, in which version.
 pub struct Call {
@@ -104,23 +103,13 @@ impl Call {
                 self.stream_task(&run, &session, None, true).await?,
             ));
         }
-        if !return_immediately {
+        let engine = self.state.engine();
+        let run = match return_immediately {
             // Until the turn stops: terminal, or waiting for the client.
-            let turn = *run.last_turn();
-            self.state
-                .engine()
-                .follow(Follow {
-                    tenant: self.tenant,
-                    session: run.session_id,
-                    turn: Some(turn),
-                    after: -1,
-                    deltas: Deltas::Merged,
-                })
-                .for_each(|_| async {})
-                .await;
-        }
-        let run = self.state.engine().get_run(&self.tenant, &run.id).await?;
-        let task = tasks::snapshot(&self.state, &run, &session).await?;
+            false => engine.wait_for_run(&run, None, None).await?,
+            true => engine.get_run(&self.tenant, &run.id).await?,
+        };
+        let task = tasks::snapshot(&tasks::view(&self.state, run, session).await?);
         let shown = Shown {
             history_length,
             artifacts: true,
@@ -162,43 +151,24 @@ impl Call {
     /// A new task: a new run in the message's context (a new session when it names none).
     async fn start_task(&self, message: InMessage) -> Result<(Run, Session), A2aError> {
         let engine = self.state.engine();
-        let session = match &message.context_id {
-            Some(key) => {
-                let missing =
-                    || A2aError::new(Kind::TaskNotFound, format!("context {key} not found"));
-                let reference = SessionRef::parse(key).ok_or_else(missing)?;
-                match engine
-                    .session_for_key(&self.tenant, &reference, self.agent.name(), Vec::new())
-                    .await
-                {
-                    Ok((session, _)) => session,
-                    Err(EngineError::NotFound(_)) => return Err(missing()),
-                    Err(EngineError::Invalid(field)) => {
-                        return Err(A2aError::invalid("message.contextId", field.message));
-                    }
-                    Err(other) => return Err(other.into()),
-                }
-            }
-            None => {
-                engine
-                    .create_session(
-                        &self.tenant,
-                        self.agent.name(),
-                        SessionConfigRequest::default(),
-                        Vec::new(),
-                    )
-                    .await?
-            }
+        let reference = match &message.context_id {
+            Some(key) => Some(SessionRef::parse(key).ok_or_else(|| context_missing(key))?),
+            None => None,
         };
-        if session.agent != self.agent.name() {
-            return Err(A2aError::invalid(
-                "message.contextId",
-                format!(
-                    "the context belongs to agent `{}`; send it there",
-                    session.agent
+        let session = engine
+            .open_context(&self.tenant, self.agent.name(), reference.as_ref())
+            .await
+            .map_err(|e| match (e, &message.context_id) {
+                (EngineError::NotFound(_), Some(key)) => context_missing(key),
+                (EngineError::Invalid(field), _) => {
+                    A2aError::invalid("message.contextId", field.message)
+                }
+                (EngineError::WrongAgent { owner }, _) => A2aError::invalid(
+                    "message.contextId",
+                    format!("the context belongs to agent `{owner}`; send it there"),
                 ),
-            ));
-        }
+                (other, _) => other.into(),
+            })?;
         parse::check_schema(&self.agent, &message.parts)?;
         let content = parse::user_content(message.parts.clone());
         let request = self.turn_request(&message, vec![InputMessage::User { content }]);
@@ -236,40 +206,48 @@ impl Call {
                 format!("task {id} belongs to another context"),
             ));
         }
-        match run.status {
-            RunStatus::Awaiting => {}
-            status if status.is_terminal() => {
-                return Err(A2aError::unsupported(format!(
-                    "task {id} has ended ({status}); a follow-up is a new message in its context"
-                )));
-            }
-            _ => {
-                return Err(A2aError::unsupported(format!(
-                    "task {id} is working; send to it when it asks for input"
-                )));
-            }
-        }
-        let pending = self
-            .state
-            .engine()
-            .pending_tool_calls(&self.tenant, &session.id)
-            .await?;
-        let answers =
-            parse::parse_answers(&message.parts, &pending, |n| self.agent.has_server_tool(n))?;
+        let answers = parse::parse_answers(&message.parts)?;
         let (run, _) = self
             .state
             .engine()
-            .resume_run(&self.tenant, &run.id, self.turn_request(message, answers))
+            .resume_with(
+                &self.tenant,
+                &run,
+                answers,
+                self.turn_request(message, Vec::new()),
+            )
             .await
             .map_err(|e| match e {
+                EngineError::RunNotAwaiting(status) if status.is_terminal() => {
+                    A2aError::unsupported(format!(
+                        "task {id} has ended ({status}); a follow-up is a new message in its \
+                         context"
+                    ))
+                }
+                EngineError::RunNotAwaiting(_) => A2aError::unsupported(format!(
+                    "task {id} is working; send to it when it asks for input"
+                )),
+                EngineError::NoAnswer => A2aError::invalid(
+                    "message.parts",
+                    "answer each pending call with a data part {\"toolResult\": {\"toolCallId\", \
+                     \"content\"}} or {\"toolPermission\": {\"toolCallId\", \"granted\"}}",
+                ),
+                EngineError::UnexpectedPart { part } => A2aError::invalid(
+                    message
+                        .parts
+                        .get(part)
+                        .map_or_else(|| "message.parts".to_owned(), |(at, _)| at.clone()),
+                    "a message answering a task carries its answers only, or the text that \
+                     answers its single pending call",
+                ),
                 EngineError::Invalid(field) => A2aError::invalid("message.parts", field.message),
+                EngineError::InvalidInput(input) => {
+                    A2aError::invalid("message.parts", input.reason)
+                }
                 EngineError::IdempotencyMismatch => A2aError::invalid(
                     "message.messageId",
                     "this context already has another message with this id",
                 ),
-                EngineError::RunNotAwaiting(status) => A2aError::unsupported(format!(
-                    "task {id} does not wait for input (its run is {status})"
-                )),
                 other => other.into(),
             })?;
         Ok((run, session))
@@ -301,7 +279,8 @@ impl Call {
         sent: bool,
     ) -> Result<Frames, A2aError> {
         let version = self.version;
-        let identity = tasks::identity(&self.state, run, session);
+        let view = tasks::view(&self.state, run.clone(), session.clone()).await?;
+        let identity = tasks::identity(&view);
         let mut first = None;
         let cursor = match after {
             Some(after) => after,
@@ -310,9 +289,9 @@ impl Call {
                 if sent {
                     before.turns.pop();
                 }
-                let (renderer, _) = tasks::replay(&self.state, &before, session).await?;
+                let renderer = tasks::replay(&view, Some(&before));
                 let mut task = renderer.task();
-                task.history = tasks::history(&self.state, run, session).await?;
+                task.history = tasks::history(&view);
                 let cursor = renderer.last_frame();
                 // A task that holds no event yet is frame `0`: before every event, so
                 // resuming after it replays them all.
@@ -338,7 +317,7 @@ impl Call {
         let id = params::required(params, "id")?;
         let history_length = params::history_length(params)?;
         let (run, session) = load_task(&self.state, &self.tenant, &self.agent, id).await?;
-        let task = tasks::snapshot(&self.state, &run, &session).await?;
+        let task = tasks::snapshot(&tasks::view(&self.state, run, session).await?);
         Ok(self.task_json(
             &task,
             Shown {
@@ -365,20 +344,12 @@ impl Call {
                 ),
                 other => other.into(),
             })?;
-        let stopped = self
+        let run = self
             .state
             .engine()
-            .follow(Follow {
-                tenant: self.tenant,
-                session: run.session_id,
-                turn: Some(*run.last_turn()),
-                after: -1,
-                deltas: Deltas::Merged,
-            })
-            .for_each(|_| async {});
-        let _ = tokio::time::timeout(CANCEL_WAIT, stopped).await;
-        let run = self.state.engine().get_run(&self.tenant, &run.id).await?;
-        let task = tasks::snapshot(&self.state, &run, &session).await?;
+            .wait_for_run(&run, None, Some(CANCEL_WAIT))
+            .await?;
+        let task = tasks::snapshot(&tasks::view(&self.state, run, session).await?);
         Ok(self.task_json(&task, Shown::ALL))
     }
 
@@ -408,25 +379,26 @@ impl Call {
     }
 }
 
-/// Engine refusals of a message, naming the part at fault (`messages[0].content[3]` is
-/// `message.parts[3]`).
+fn context_missing(key: &str) -> A2aError {
+    A2aError::new(Kind::TaskNotFound, format!("context {key} not found"))
+}
+
+/// Engine refusals of a message, naming the part at fault (the body's block `j` is
+/// `message.parts[j]`).
 fn input_error(error: EngineError, message: &InMessage) -> A2aError {
     match error {
         EngineError::IdempotencyMismatch => A2aError::invalid(
             "message.messageId",
             "this context already has another message with this id",
         ),
-        EngineError::Invalid(field) => {
-            let index = field
-                .field
-                .split_once(".content[")
-                .and_then(|(_, rest)| rest.split(']').next())
-                .and_then(|n| n.parse::<usize>().ok());
-            let at = index
-                .and_then(|i| message.parts.get(i))
+        EngineError::InvalidInput(input) => {
+            let at = input
+                .part
+                .and_then(|j| message.parts.get(j))
                 .map_or("message".to_owned(), |(at, _)| at.clone());
-            A2aError::invalid(at, field.message)
+            A2aError::invalid(at, input.reason)
         }
+        EngineError::Invalid(field) => A2aError::invalid("message", field.message),
         other => other.into(),
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::error::{A2aError, Kind};
 use super::version::Version;
 use crate::agents::Agent;
-use crate::engine::{InputMessage, PendingCall};
+use crate::engine::{InputMessage, ResumePart};
 use crate::model::{Content, ContentEncoding, Part};
 
 /// A message a client sent.
@@ -305,16 +305,12 @@ pub fn user_content(parts: Vec<(String, Part)>) -> Content {
     Content::Blocks(parts.into_iter().map(|(_, p)| p.into_block()).collect())
 }
 
-/// A message answering an input-required task: data parts `{"toolResult": {"toolCallId",
-/// "content"}}` and `{"toolPermission": {"toolCallId", "granted", "reason"?}}`; or, when
-/// one client call waits, any text, which is its result.
-pub fn parse_answers(
-    parts: &[(String, Part)],
-    pending: &[PendingCall],
-    is_server_tool: impl Fn(&str) -> bool,
-) -> Result<Vec<InputMessage>, A2aError> {
-    let mut answers = Vec::new();
-    let mut texts = Vec::new();
+/// A message answering an input-required task, part by part: data parts
+/// `{"toolResult": {"toolCallId", "content"}}` and `{"toolPermission": {"toolCallId",
+/// "granted", "reason"?}}` are answers, parts with inline text (data included) text, any
+/// other part (a file) neither; the engine resolves them against the pending calls.
+pub fn parse_answers(parts: &[(String, Part)]) -> Result<Vec<ResumePart>, A2aError> {
+    let mut out = Vec::with_capacity(parts.len());
     for (at, part) in parts {
         let data = (crate::model::media_type(&part.content_type) == "application/json")
             .then(|| {
@@ -335,10 +331,10 @@ pub fn parse_answers(
                     ));
                 }
             };
-            answers.push(InputMessage::ToolResult {
+            out.push(ResumePart::Answer(InputMessage::ToolResult {
                 tool_call_id: id,
                 content,
-            });
+            }));
         } else if let Some(permission) = data.as_ref().and_then(|d| d.get("toolPermission")) {
             let id = call_id(permission, at)?;
             let granted = permission
@@ -354,35 +350,22 @@ pub fn parse_answers(
                 .get("reason")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            answers.push(InputMessage::ToolPermission {
+            out.push(ResumePart::Answer(InputMessage::ToolPermission {
                 tool_call_id: id,
                 granted,
                 reason,
-            });
+            }));
         } else if let Some(text) = part
             .content
             .as_deref()
             .filter(|_| part.content_encoding.is_plain())
         {
-            texts.push(text.to_owned());
+            out.push(ResumePart::Text(text.to_owned()));
+        } else {
+            out.push(ResumePart::Other);
         }
     }
-    if !answers.is_empty() {
-        return Ok(answers);
-    }
-    match pending {
-        [call] if !is_server_tool(&call.name) && !texts.is_empty() => {
-            Ok(vec![InputMessage::ToolResult {
-                tool_call_id: call.id.clone(),
-                content: Content::Text(texts.concat()),
-            }])
-        }
-        _ => Err(A2aError::invalid(
-            "message.parts",
-            "answer each pending call with a data part {\"toolResult\": {\"toolCallId\", \"content\"}} \
-             or {\"toolPermission\": {\"toolCallId\", \"granted\"}}",
-        )),
-    }
+    Ok(out)
 }
 
 fn call_id(answer: &Value, at: &str) -> Result<String, A2aError> {
@@ -436,51 +419,44 @@ mod tests {
     }
 
     #[test]
-    fn answers_name_their_calls_or_one_text_answers_the_one_call() {
-        let call = |id: &str, name: &str| PendingCall {
-            id: id.into(),
-            name: name.into(),
-            input: Map::new(),
-        };
+    fn answer_parts_are_answers_text_or_neither() {
         let part = |value: Value| {
             (
                 "message.parts[0]".to_owned(),
                 Part::text("application/json", value.to_string()),
             )
         };
-        let answers = parse_answers(
-            &[part(
-                json!({"toolPermission": {"toolCallId": "c2", "granted": false, "reason": "no"}}),
-            )],
-            &[call("c2", "clock")],
-            |n| n == "clock",
-        )
-        .unwrap();
-        assert_eq!(
-            answers,
-            [InputMessage::ToolPermission {
-                tool_call_id: "c2".into(),
-                granted: false,
-                reason: Some("no".into())
-            }]
-        );
         let text = (
-            "message.parts[0]".to_owned(),
+            "message.parts[1]".to_owned(),
             Part::text("text/plain", "sunny"),
         );
-        let answers = parse_answers(
-            std::slice::from_ref(&text),
-            &[call("c1", "weather")],
-            |_| false,
-        )
+        let file = (
+            "message.parts[2]".to_owned(),
+            Part {
+                content: None,
+                content_url: Some("https://e.com/x.pdf".into()),
+                ..Part::text("application/pdf", "")
+            },
+        );
+        let parsed = parse_answers(&[
+            part(json!({"toolPermission": {"toolCallId": "c2", "granted": false, "reason": "no"}})),
+            text,
+            file,
+        ])
         .unwrap();
         assert_eq!(
-            answers,
-            [InputMessage::ToolResult {
-                tool_call_id: "c1".into(),
-                content: Content::Text("sunny".into())
-            }]
+            parsed,
+            [
+                ResumePart::Answer(InputMessage::ToolPermission {
+                    tool_call_id: "c2".into(),
+                    granted: false,
+                    reason: Some("no".into())
+                }),
+                ResumePart::Text("sunny".into()),
+                ResumePart::Other,
+            ]
         );
-        assert!(parse_answers(&[text], &[call("a", "x"), call("b", "y")], |_| false).is_err());
+        let unnamed = parse_answers(&[part(json!({"toolResult": {"content": "x"}}))]);
+        assert!(unnamed.is_err());
     }
 }

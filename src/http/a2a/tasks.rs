@@ -9,8 +9,7 @@ use super::render::{TaskIdentity, TaskRenderer};
 use super::wire::{Body, MessageOut, PartOut, Role, StreamEvent, Task};
 use crate::agents::Agent;
 use crate::app::AppState;
-use crate::engine::StoreError;
-use crate::engine::{EngineError, unscoped_key};
+use crate::engine::{EngineError, RunView, ViewParts, unscoped_key};
 use crate::http::frame_id::FrameId;
 use crate::model::{
     Content, ContentBlock, ContentEncoding, HistoryMessage, Run, RunId, Session, TenantId, TurnId,
@@ -34,78 +33,74 @@ pub async fn load_task(
 ) -> Result<(Run, Session), A2aError> {
     let missing = || A2aError::task_not_found(id);
     let run_id: RunId = id.parse().map_err(|_| missing())?;
-    let run = match state.engine().get_run(tenant, &run_id).await {
-        Err(EngineError::NotFound(_)) => return Err(missing()),
-        other => other?,
-    };
-    let session = match state.engine().get_session(tenant, &run.session_id).await {
-        Err(EngineError::Store(StoreError::NotFound)) => return Err(missing()),
-        other => other?,
-    };
-    if session.agent != agent.name() {
-        return Err(missing());
+    match state
+        .engine()
+        .run_in_context(tenant, &run_id, Some(agent.name()))
+        .await
+    {
+        Err(EngineError::NotFound(_) | EngineError::WrongAgent { .. }) => Err(missing()),
+        other => Ok(other?),
     }
-    Ok((run, session))
 }
 
-pub fn identity(state: &AppState, run: &Run, session: &Session) -> TaskIdentity {
+/// The run's view, with what a task shows (its events and its client's messages).
+pub async fn view(state: &AppState, run: Run, session: Session) -> Result<RunView, A2aError> {
+    Ok(state
+        .engine()
+        .run_view(run, Some(session), ViewParts::ALL)
+        .await?)
+}
+
+pub fn identity(view: &RunView) -> TaskIdentity {
     TaskIdentity {
-        task_id: run.id.to_string(),
-        context_id: context_id(session),
-        cancel_turn: run.cancel_turn,
-        created_at: run.created_at,
-        agent: state.engine().agent_at_hand(session),
+        task_id: view.run.id.to_string(),
+        context_id: context_id(&view.session),
+        cancel_turn: view.run.cancel_turn,
+        created_at: view.run.created_at,
+        agent: view.agent.clone(),
     }
 }
 
-/// Every stored event of the run's turns, rendered: the renderer holds the task as it
-/// stands, the list is every event with its frame id.
-pub async fn replay(
-    state: &AppState,
-    run: &Run,
-    session: &Session,
-) -> Result<(TaskRenderer, Vec<(FrameId, StreamEvent)>), A2aError> {
-    let mut renderer = TaskRenderer::new(identity(state, run, session));
-    let mut rendered = Vec::new();
-    for event in state.engine().run_events(run).await? {
-        rendered.extend(renderer.render(&event));
+/// The view's events rendered, those of the turns `before` holds (the run as it was
+/// before its last turn, for a send's stream), or all of them: the renderer holds the task
+/// as it stands.
+pub fn replay(view: &RunView, before: Option<&Run>) -> TaskRenderer {
+    let run = before.unwrap_or(&view.run);
+    let mut renderer = TaskRenderer::new(identity(view));
+    for event in view
+        .events
+        .iter()
+        .filter(|e| before.is_none() || run.turns.contains(&e.turn_id))
+    {
+        renderer.render(event);
     }
-    rendered.extend(renderer.settle(run));
-    Ok((renderer, rendered))
+    renderer.settle(run);
+    renderer
 }
 
 /// The task as it stands, with its history.
-pub async fn snapshot(state: &AppState, run: &Run, session: &Session) -> Result<Task, A2aError> {
-    let (renderer, _) = replay(state, run, session).await?;
-    let mut task = renderer.task();
-    task.history = history(state, run, session).await?;
-    Ok(task)
+pub fn snapshot(view: &RunView) -> Task {
+    let mut task = replay(view, None).task();
+    task.history = history(view);
+    task
 }
 
 /// The client's messages of the run, one per turn it sent (its user message, then each of
 /// its answers to the calls it was asked for), with the `messageId` it gave them. The
 /// agent's replies are the task's artifacts; its tool activity and questions are status
 /// messages.
-pub async fn history(
-    state: &AppState,
-    run: &Run,
-    session: &Session,
-) -> Result<Vec<MessageOut>, A2aError> {
-    let agent = state.engine().agent_of(session).await?;
-    let agent = agent.as_ref();
-    let stored = state
-        .engine()
-        .run_messages(&run.tenant_id, &run.session_id, &run.id)
-        .await?;
+pub fn history(view: &RunView) -> Vec<MessageOut> {
+    let agent = view.agent.as_deref();
+    let (run, session) = (&view.run, &view.session);
     let mut names = std::collections::HashMap::new();
     let mut out: Vec<MessageOut> = Vec::new();
     let mut current: Option<TurnId> = None;
-    for entry in stored {
-        let parts = match entry.message {
-            HistoryMessage::User { content } => content_parts(&content),
+    for entry in &view.messages {
+        let parts = match &entry.message {
+            HistoryMessage::User { content } => content_parts(content),
             // The agent's replies are the task's artifacts, its questions status messages.
             HistoryMessage::Assistant { content } => {
-                if let Content::Blocks(blocks) = &content {
+                if let Content::Blocks(blocks) = content {
                     for block in blocks {
                         if let ContentBlock::ToolUse {
                             tool_call_id, name, ..
@@ -121,7 +116,7 @@ pub async fn history(
                 tool_call_id,
                 content,
             } => {
-                let name = names.get(&tool_call_id);
+                let name = names.get(tool_call_id);
                 if name.is_some_and(|n| agent.is_some_and(|a| a.has_server_tool(n))) {
                     continue;
                 }
@@ -154,7 +149,7 @@ pub async fn history(
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// A history message's content as parts: text, tool calls as data, body parts by kind.

@@ -15,13 +15,9 @@ use crate::model::{Content, ContentEncoding, Part};
 pub struct Origins(Vec<String>);
 
 impl Origins {
-    /// Rewrites an engine field (`messages[0].content[3]…`) to the part it names.
-    pub fn describe(&self, field: &str) -> String {
-        let index = field
-            .split_once(".content[")
-            .and_then(|(_, rest)| rest.split(']').next())
-            .and_then(|n| n.parse::<usize>().ok());
-        match index.and_then(|i| self.0.get(i)) {
+    /// Where a block of the body (by index) came from; `input` for the body as a whole.
+    pub fn at(&self, part: Option<usize>) -> String {
+        match part.and_then(|i| self.0.get(i)) {
             Some(origin) => origin.clone(),
             None => "input".to_owned(),
         }

@@ -9,7 +9,7 @@ use super::render::{RunIdentity, RunRenderer};
 use super::sessions::session_uuid;
 use super::wire::EventObject;
 use crate::app::AppState;
-use crate::engine::{EngineError, StartedTurn};
+use crate::engine::{EngineError, RunView, StartedTurn, ViewParts};
 use crate::http::frame_id::FrameId;
 use crate::http::sse::{self, Frame};
 use crate::model::{Run, RunId, TenantId, TurnId};
@@ -39,22 +39,31 @@ pub async fn load_run(state: &AppState, tenant: &TenantId, id: &str) -> Result<R
     }
 }
 
-/// Who the run is, for rendering.
-pub async fn identity(state: &AppState, run: &Run) -> Result<RunIdentity, AcpError> {
-    let session = state
+/// The run's view (its session and agent; its events when `parts` asks for them).
+pub async fn view(state: &AppState, run: &Run, parts: ViewParts) -> Result<RunView, AcpError> {
+    state
         .engine()
-        .get_session(&run.tenant_id, &run.session_id)
+        .run_view(run.clone(), None, parts)
         .await
-        .or_acp_not_found("Session")?;
-    Ok(RunIdentity {
-        run_id: run_uuid(&run.id),
-        first_turn: run.turns[0],
-        cancel_turn: run.cancel_turn,
-        agent_name: session.agent.clone(),
-        session_id: session_uuid(&session),
-        created_at: run.created_at,
-        agent: state.engine().agent_of(&session).await?,
-    })
+        .or_acp_not_found("Session")
+}
+
+/// Who the run is, for rendering.
+pub fn identity_of(view: &RunView) -> RunIdentity {
+    RunIdentity {
+        run_id: run_uuid(&view.run.id),
+        first_turn: view.run.turns[0],
+        cancel_turn: view.run.cancel_turn,
+        agent_name: view.session.agent.clone(),
+        session_id: session_uuid(&view.session),
+        created_at: view.run.created_at,
+        agent: view.agent.clone(),
+    }
+}
+
+/// Who the run is, for rendering (its view without its events).
+pub async fn identity(state: &AppState, run: &Run) -> Result<RunIdentity, AcpError> {
+    Ok(identity_of(&view(state, run, ViewParts::default()).await?))
 }
 
 /// Every stored event of the run's turns, rendered: the renderer holds the run as it
@@ -63,10 +72,11 @@ pub async fn replay(
     state: &AppState,
     run: &Run,
 ) -> Result<(RunRenderer, Vec<(FrameId, EventObject)>), AcpError> {
-    let mut renderer = RunRenderer::new(identity(state, run).await?);
+    let view = view(state, run, ViewParts::EVENTS).await?;
+    let mut renderer = RunRenderer::new(identity_of(&view));
     let mut rendered = Vec::new();
-    for event in state.engine().run_events(run).await? {
-        rendered.extend(renderer.render(&event));
+    for event in &view.events {
+        rendered.extend(renderer.render(event));
     }
     rendered.extend(renderer.settle(run));
     Ok((renderer, rendered))

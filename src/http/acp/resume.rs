@@ -13,7 +13,7 @@ use super::runs::{parse_body, parse_mode, respond};
 use super::wire::{ErrorObject as AcpErrorBody, RunObject, RunStatus};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::engine::{EngineError, InputMessage, PendingCall, TurnRequest};
+use crate::engine::{EngineError, InputMessage, ResumePart, TurnRequest};
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
 use crate::model::{Content, ContentBlock, ContentEncoding, Part, StreamMode};
@@ -61,43 +61,18 @@ pub async fn resume_run(
     }
     .filter(|m| m.is_object())
     .ok_or_else(|| AcpError::invalid("await_resume.message", "is required"))?;
+    let parts = parse_resume(message)?;
     // As the reference: the body is checked first, then whether the run awaits.
-    let not_awaiting = |status: crate::model::RunStatus| {
-        AcpError::forbidden(
-            "run_not_awaiting",
-            format!(
-                "Run {id} has no await request (its status is {})",
-                RunStatus::from(status)
-            ),
-        )
-    };
-    if run.status != crate::model::RunStatus::Awaiting {
-        return Err(not_awaiting(run.status));
-    }
-    let session = state
-        .engine()
-        .get_session(&tenant, &run.session_id)
-        .await
-        .map_err(AcpError::from)?;
-    let agent = state
-        .engine()
-        .agent_of(&session)
-        .await?
-        .ok_or_else(|| AcpError::from(EngineError::AgentUnavailable))?;
-    let pending = state
-        .engine()
-        .pending_tool_calls(&tenant, &run.session_id)
-        .await?;
-    let answers = parse_resume(message, &pending, |name| agent.has_server_tool(name))?;
     let (run, started) = state
         .engine()
-        .resume_run(
+        .resume_with(
             &tenant,
-            &run.id,
+            &run,
+            parts,
             TurnRequest {
                 agent_name: None,
                 agent: SessionConfigRequest::default(),
-                messages: answers,
+                messages: Vec::new(),
                 stream: StreamMode::Delta,
                 idempotency_key: None,
                 fingerprint: TurnRequest::fingerprint_of(&Value::Object(request.clone())),
@@ -105,34 +80,53 @@ pub async fn resume_run(
         )
         .await
         .map_err(|e| match e {
+            EngineError::RunNotAwaiting(status) => AcpError::forbidden(
+                "run_not_awaiting",
+                format!(
+                    "Run {id} has no await request (its status is {})",
+                    RunStatus::from(status)
+                ),
+            ),
+            EngineError::NoAnswer => AcpError::invalid(
+                "await_resume.message",
+                format!(
+                    "answer each awaited call with a part named {TOOL_RESULTS}<id> (a result) \
+                     or {TOOL_PERMISSIONS}<id> (a permission)"
+                ),
+            ),
+            EngineError::UnexpectedPart { part } => AcpError::invalid(
+                format!("await_resume.message.parts[{part}]"),
+                format!(
+                    "a resume carries only {TOOL_RESULTS}<id> and {TOOL_PERMISSIONS}<id> parts, \
+                     or the text that answers the single awaited call"
+                ),
+            ),
             EngineError::Invalid(field) => AcpError::invalid("await_resume.message", field.message),
-            EngineError::RunNotAwaiting(status) => not_awaiting(status),
+            EngineError::InvalidInput(input) => {
+                AcpError::invalid("await_resume.message", input.reason)
+            }
             other => other.into(),
         })?;
     let turn = started.turn.id;
     respond(&state, &run, started, mode, Cursor::Turn(turn)).await
 }
 
-/// A resume message's parts as answers to the pending calls: `/tool_results/<id>` (the
-/// result) and `/tool_permissions/<id>` (`{"granted": bool, "reason"?: string}`). A
-/// message that names no answer answers the one pending client call with its text.
-pub fn parse_resume(
-    message: &Value,
-    pending: &[PendingCall],
-    is_server_tool: impl Fn(&str) -> bool,
-) -> Result<Vec<InputMessage>, AcpError> {
+/// A resume message's parts: `/tool_results/<id>` (the result) and
+/// `/tool_permissions/<id>` (`{"granted": bool, "reason"?: string}`) are answers, a part
+/// with inline text is text, any other part neither; the engine resolves them against the
+/// pending calls.
+pub fn parse_resume(message: &Value) -> Result<Vec<ResumePart>, AcpError> {
     let at = "await_resume.message";
-    let mut answers = Vec::new();
-    let mut others = Vec::new();
+    let mut out = Vec::new();
     for (j, part) in parts_of(message, at)?.iter().enumerate() {
         let at = format!("{at}.parts[{j}]");
         let part = parse_part(part, &at)?;
         let name = part.name.clone().unwrap_or_default();
         if let Some(id) = name.strip_prefix(TOOL_RESULTS) {
-            answers.push(InputMessage::ToolResult {
+            out.push(ResumePart::Answer(InputMessage::ToolResult {
                 tool_call_id: id.to_owned(),
                 content: result_content(part),
-            });
+            }));
         } else if let Some(id) = name.strip_prefix(TOOL_PERMISSIONS) {
             let answer: Value = part
                 .content
@@ -148,46 +142,24 @@ pub fn parse_resume(
                         "a permission is JSON {\"granted\": true|false, \"reason\"?: \"…\"}",
                     )
                 })?;
-            answers.push(InputMessage::ToolPermission {
+            out.push(ResumePart::Answer(InputMessage::ToolPermission {
                 tool_call_id: id.to_owned(),
                 granted,
                 reason: answer
                     .get("reason")
                     .and_then(Value::as_str)
                     .map(str::to_owned),
-            });
+            }));
         } else {
-            others.push((at, part));
+            out.push(
+                match (&part.content, part.content_encoding, &part.content_url) {
+                    (Some(text), ContentEncoding::Plain, None) => ResumePart::Text(text.clone()),
+                    _ => ResumePart::Other,
+                },
+            );
         }
     }
-    if answers.is_empty() {
-        return match (pending, others.as_slice()) {
-            ([call], parts) if !is_server_tool(&call.name) => {
-                let text: String = parts
-                    .iter()
-                    .filter_map(|(_, p)| p.content.as_deref())
-                    .collect();
-                Ok(vec![InputMessage::ToolResult {
-                    tool_call_id: call.id.clone(),
-                    content: Content::Text(text),
-                }])
-            }
-            _ => Err(AcpError::invalid(
-                at,
-                format!(
-                    "answer each awaited call with a part named {TOOL_RESULTS}<id> (a result) \
-                     or {TOOL_PERMISSIONS}<id> (a permission)"
-                ),
-            )),
-        };
-    }
-    if let Some((at, _)) = others.first() {
-        return Err(AcpError::invalid(
-            at.clone(),
-            format!("a resume carries only {TOOL_RESULTS}<id> and {TOOL_PERMISSIONS}<id> parts"),
-        ));
-    }
-    Ok(answers)
+    Ok(out)
 }
 
 /// A result part as a tool message's content: its text, or the part itself.
@@ -201,49 +173,34 @@ fn result_content(part: Part) -> Content {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Map, json};
+    use serde_json::json;
 
     #[test]
-    fn resume_parts_answer_pending_calls() {
-        let call = |id: &str, name: &str| PendingCall {
-            id: id.into(),
-            name: name.into(),
-            input: Map::new(),
-        };
+    fn resume_parts_are_answers_text_or_neither() {
         let message = json!({"parts": [
             {"name": "/tool_results/c1", "content": "sunny"},
             {"name": "tool_permissions/c2", "content_type": "application/json",
-             "content": "{\"granted\": false, \"reason\": \"no\"}"}
+             "content": "{\"granted\": false, \"reason\": \"no\"}"},
+            {"content": "42"},
+            {"content": "AAEC", "content_encoding": "base64"}
         ]});
-        let answers = parse_resume(
-            &message,
-            &[call("c1", "weather"), call("c2", "clock")],
-            |n| n == "clock",
-        )
-        .unwrap();
         assert_eq!(
-            answers,
+            parse_resume(&message).unwrap(),
             [
-                InputMessage::ToolResult {
+                ResumePart::Answer(InputMessage::ToolResult {
                     tool_call_id: "c1".into(),
                     content: Content::Text("sunny".into())
-                },
-                InputMessage::ToolPermission {
+                }),
+                ResumePart::Answer(InputMessage::ToolPermission {
                     tool_call_id: "c2".into(),
                     granted: false,
                     reason: Some("no".into())
-                }
+                }),
+                ResumePart::Text("42".into()),
+                ResumePart::Other,
             ]
         );
-        let plain = json!({"parts": [{"content": "42"}]});
-        let answers = parse_resume(&plain, &[call("c1", "weather")], |_| false).unwrap();
-        assert_eq!(
-            answers,
-            [InputMessage::ToolResult {
-                tool_call_id: "c1".into(),
-                content: Content::Text("42".into())
-            }]
-        );
-        assert!(parse_resume(&plain, &[call("a", "x"), call("b", "y")], |_| false).is_err());
+        let unreadable = json!({"parts": [{"name": "/tool_permissions/c2", "content": "yes"}]});
+        assert!(parse_resume(&unreadable).is_err());
     }
 }

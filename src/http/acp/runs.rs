@@ -6,7 +6,6 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
-use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::convert::{Origins, parse_input};
@@ -14,11 +13,11 @@ use super::error::AcpError;
 use super::replay::{
     Cursor, identity, load_run, replay, run_uuid, set_run_id, sse_response, stream,
 };
-use super::sessions::{check_session_key, session_for_run};
+use super::sessions::check_session_key;
 use super::wire::{ErrorObject as AcpErrorBody, RunObject};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::engine::{EngineError, InputMessage, StartedTurn, TurnRequest};
+use crate::engine::{EngineError, InputMessage, SessionRef, StartedTurn, TurnRequest};
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
 use crate::http::frame_id::FrameId;
@@ -77,9 +76,8 @@ fn optional_str<'a>(
 /// Engine refusals of a run's input, naming the part at fault.
 fn input_error(error: EngineError, origins: &Origins) -> AcpError {
     match error {
-        EngineError::Invalid(field) => {
-            AcpError::invalid(origins.describe(&field.field), field.message)
-        }
+        EngineError::InvalidInput(input) => AcpError::invalid(origins.at(input.part), input.reason),
+        EngineError::Invalid(field) => AcpError::invalid(origins.at(None), field.message),
         other => other.into(),
     }
 }
@@ -139,28 +137,25 @@ pub async fn create_run(
     }
     let (content, origins) = parse_input(request.get("input"))?;
 
-    let session = match session_id.or(forwarded) {
-        Some(key) => session_for_run(&state, &tenant, key, agent.name()).await?,
-        None => state
-            .engine()
-            .create_session(
-                &tenant,
-                agent.name(),
-                SessionConfigRequest::default(),
-                Vec::new(),
-            )
-            .await
-            .map_err(AcpError::from)?,
+    let reference = match session_id.or(forwarded) {
+        Some(key) => Some(
+            SessionRef::parse(key).ok_or_else(|| AcpError::not_found(format!("Session {key}")))?,
+        ),
+        None => None,
     };
-    if session.agent != agent.name() {
-        return Err(AcpError::invalid(
-            "agent_name",
-            format!(
-                "this session belongs to agent `{}`; a session's agent cannot change",
-                session.agent
+    let session = state
+        .engine()
+        .open_context(&tenant, agent.name(), reference.as_ref())
+        .await
+        .map_err(|e| match (e, session_id.or(forwarded)) {
+            (EngineError::NotFound(_), Some(key)) => AcpError::not_found(format!("Session {key}")),
+            (EngineError::Invalid(field), _) => AcpError::invalid("session_id", field.message),
+            (EngineError::WrongAgent { owner }, _) => AcpError::invalid(
+                "agent_name",
+                format!("this session belongs to agent `{owner}`; a session's agent cannot change"),
             ),
-        ));
-    }
+            (other, _) => other.into(),
+        })?;
     let (run, started) = state
         .engine()
         .start_run(
@@ -208,12 +203,10 @@ pub(super) async fn respond(
         }
         Mode::Sync => {
             // Until the turn stops: completed, failed, cancelled or awaiting.
-            state
+            let run = state
                 .engine()
-                .follow_started(started)
-                .for_each(|_| async {})
-                .await;
-            let run = state.engine().get_run(&run.tenant_id, &run.id).await?;
+                .wait_for_run(run, Some(started), None)
+                .await?;
             let (renderer, _) = replay(state, &run).await?;
             Ok(HttpResponse::Ok().json(renderer.run()))
         }

@@ -9,7 +9,7 @@ use super::error::AcpError;
 use super::history::history_message;
 use super::wire::{ErrorObject as AcpErrorBody, MessageObject, SessionObject};
 use crate::app::AppState;
-use crate::engine::{self, EngineError, SessionRef};
+use crate::engine::{self, SessionRef};
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
 use crate::model::{Session, TenantId};
@@ -40,28 +40,6 @@ pub fn check_session_key(key: &str, field: &str) -> Result<(), AcpError> {
             format!("`{key}`: must be a UUID or an agentry session id (`sess_…`)"),
         )),
         _ => Ok(()),
-    }
-}
-
-/// The session a run names (created on first use for a client's UUID).
-pub async fn session_for_run(
-    state: &AppState,
-    tenant: &TenantId,
-    key: &str,
-    agent: &str,
-) -> Result<Session, AcpError> {
-    check_session_key(key, "session_id")?;
-    let reference =
-        SessionRef::parse(key).ok_or_else(|| AcpError::not_found(format!("Session {key}")))?;
-    match state
-        .engine()
-        .session_for_key(tenant, &reference, agent, Vec::new())
-        .await
-    {
-        Ok((session, _)) => Ok(session),
-        Err(EngineError::NotFound(_)) => Err(AcpError::not_found(format!("Session {key}"))),
-        Err(EngineError::Invalid(field)) => Err(AcpError::invalid("session_id", field.message)),
-        Err(other) => Err(other.into()),
     }
 }
 

@@ -521,3 +521,94 @@ content_type = "application/pdf"
     .await;
     assert_eq!(wants["code"], -32005, "{wants}");
 }
+
+/// The rules every face with contexts shares: text answers the single pending client call
+/// only when it is not empty and comes alone; a task that does not wait for input takes
+/// no answer.
+#[tokio::test]
+async fn free_text_answers_the_single_client_call_only_when_not_empty_and_alone() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let context = tool_context(&app, &token).await;
+    server.push(Reply::Stream(vec![
+        tool_fragment(0, Some("a"), Some("lookup"), "{}"),
+        finish("tool_calls"),
+    ]));
+    let task = rpc_ok(
+        &app,
+        "gpt",
+        &token,
+        V1,
+        "SendMessage",
+        in_context("look it up", &context),
+    )
+    .await["task"]
+        .clone();
+    asked(&task);
+    let with_parts = |parts: Value| {
+        json!({"message": {"messageId": super::message_id(), "role": "ROLE_USER",
+            "taskId": task["id"], "contextId": task["contextId"], "parts": parts}})
+    };
+    let field = |error: &Value| error["data"][0]["metadata"]["field"].clone();
+
+    let empty = rpc_error(
+        &app,
+        "gpt",
+        &token,
+        V1,
+        "SendMessage",
+        with_parts(json!([{"text": ""}])),
+    )
+    .await;
+    assert_eq!(empty["code"], -32602, "{empty}");
+    assert_eq!(field(&empty), "message.parts", "{empty}");
+    let beside = rpc_error(
+        &app,
+        "gpt",
+        &token,
+        V1,
+        "SendMessage",
+        with_parts(json!([
+            {"data": {"toolResult": {"toolCallId": "a", "content": "42"}}, "mediaType": "application/json"},
+            {"text": "and a remark"}
+        ])),
+    )
+    .await;
+    assert_eq!(beside["code"], -32602, "{beside}");
+    assert_eq!(field(&beside), "message.parts[1]", "{beside}");
+
+    server.push(Reply::Stream(vec![text("It is 42."), finish("stop")]));
+    let done = rpc_ok(
+        &app,
+        "gpt",
+        &token,
+        V1,
+        "SendMessage",
+        with_parts(json!([{"text": "42"}])),
+    )
+    .await["task"]
+        .clone();
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let sent = server.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let tool = sent.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(tool["content"], "42");
+
+    let ended = rpc_error(
+        &app,
+        "gpt",
+        &token,
+        V1,
+        "SendMessage",
+        with_parts(json!([{"text": "more"}])),
+    )
+    .await;
+    assert_eq!(ended["code"], -32004, "{ended}");
+    assert!(
+        ended["message"].as_str().unwrap().contains("has ended"),
+        "{ended}"
+    );
+}

@@ -1,6 +1,7 @@
 //! What reading tasks costs the database: `GetTask` with a long history runs a bounded
 //! number of SQL statements, whatever the number of the task's messages (its history is one
-//! read, the client's message ids with it). `ListTasks` is measured beside it. Statements
+//! read, the client's message ids with it); `ListTasks` too, whatever the number of tasks
+//! on its page (their runs, sessions, events and messages are one read each). Statements
 //! are counted from the app's debug log (`sqlx::query` events) inside the request's span,
 //! named by its `X-Request-Id`.
 
@@ -132,7 +133,7 @@ async fn more_tasks(
 }
 
 #[tokio::test]
-async fn getting_a_task_runs_as_many_statements_whatever_its_history() {
+async fn reading_tasks_runs_as_many_statements_whatever_their_history_or_number() {
     let server = ScriptedOpenAi::start().await;
     let app = app_with_gpt(&server).await;
     let mut counts = Vec::new();
@@ -159,13 +160,22 @@ async fn getting_a_task_runs_as_many_statements_whatever_its_history() {
         counts.push((turns, tasks, get_count, list_count));
     }
     eprintln!("statements (turns, tasks, GetTask, ListTasks): {counts:?}");
-    for (turns, _, get_count, _) in &counts {
+    for (turns, tasks, get_count, list_count) in &counts {
         assert!(
             *get_count <= BOUND,
             "GetTask of a task of {turns} turns ran {get_count} statements"
+        );
+        assert!(
+            *list_count <= LIST_BOUND,
+            "ListTasks of {tasks} tasks ran {list_count} statements"
         );
     }
 }
 
 /// The most statements `GetTask` may run (authentication included).
 const BOUND: usize = 8;
+
+/// The most statements a page of `ListTasks` may run (authentication included): the page
+/// and its count, then one read each of its runs, their turns, sessions, events and
+/// messages.
+const LIST_BOUND: usize = 12;

@@ -583,3 +583,101 @@ async fn a_failed_turn_is_a_failed_run_answered_with_200_as_the_reference_does()
     assert_eq!(last["type"], "run.failed");
     assert_eq!(last["run"], failed.body);
 }
+
+/// The rules every face with contexts shares: text answers the single pending client call
+/// only when it is not empty and comes alone; a session is its agent's.
+#[tokio::test]
+async fn free_text_answers_the_single_client_call_only_when_not_empty_and_alone() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with_gpt(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let (_, uuid) = tool_session(&app, &token).await;
+    server.push(Reply::Stream(vec![
+        tool_fragment(0, Some("a"), Some("lookup"), "{}"),
+        finish("tool_calls"),
+    ]));
+    let awaiting = run(
+        &app,
+        &token,
+        json!({"agent_name": "gpt", "session_id": uuid, "input": [acp_user("look")]}),
+    )
+    .await;
+    assert_eq!(awaiting.body["status"], "awaiting", "{}", awaiting.text);
+    let run_id = awaiting.body["run_id"].as_str().unwrap();
+    let with_parts = |parts: Value| json!({"await_resume": {"type": "message", "message": {"role": "user", "parts": parts}}});
+
+    let empty = resume(&app, &token, run_id, with_parts(json!([{"content": ""}]))).await;
+    assert_acp_error(&empty, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    assert_eq!(
+        empty.body["data"]["field"], "await_resume.message",
+        "{}",
+        empty.text
+    );
+    let beside = resume(
+        &app,
+        &token,
+        run_id,
+        with_parts(json!([
+            {"name": "/tool_results/a", "content": "found"},
+            {"content": "and a remark"}
+        ])),
+    )
+    .await;
+    assert_acp_error(&beside, StatusCode::UNPROCESSABLE_ENTITY, "invalid_input");
+    assert_eq!(
+        beside.body["data"]["field"], "await_resume.message.parts[1]",
+        "{}",
+        beside.text
+    );
+    let still = app.get(&format!("/acp/runs/{run_id}"), &token).await;
+    assert_eq!(still.body["status"], "awaiting", "refusals change nothing");
+
+    server.push(Reply::Stream(vec![text("Got it."), finish("stop")]));
+    let done = resume(&app, &token, run_id, with_parts(json!([{"content": "42"}]))).await;
+    assert_eq!(done.body["status"], "completed", "{}", done.text);
+    let sent = server.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let tool = sent.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(tool["content"], "42");
+}
+
+/// A session is its agent's: a run of another agent on it is refused, naming the field.
+#[tokio::test]
+async fn a_run_of_another_agent_on_a_session_is_refused() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let started = run(
+        &app,
+        &token,
+        json!({"agent_name": "echo", "input": [acp_user("hi")]}),
+    )
+    .await;
+    assert_eq!(started.body["status"], "completed", "{}", started.text);
+    let session = started.body["session_id"].as_str().unwrap();
+    let elsewhere = run(
+        &app,
+        &token,
+        json!({"agent_name": "tooly", "session_id": session, "input": [acp_user("hi")]}),
+    )
+    .await;
+    assert_acp_error(
+        &elsewhere,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_input",
+    );
+    assert_eq!(
+        elsewhere.body["data"]["field"], "agent_name",
+        "{}",
+        elsewhere.text
+    );
+    assert!(
+        elsewhere.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to agent `echo`"),
+        "{}",
+        elsewhere.text
+    );
+}
