@@ -251,7 +251,7 @@ impl Engine {
                 .list_events_of_runs(tenant, ids, Deltas::AsStreamed)
                 .await?
             {
-                if let Some(run) = run_of.get(&event.turn_id) {
+                if let Some(run) = event.turn_id.and_then(|turn| run_of.get(&turn)) {
                     events.entry(*run).or_default().push(event);
                 }
             }
