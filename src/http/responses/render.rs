@@ -166,6 +166,9 @@ impl Renderer {
                 self.emit(&mut out, kind, json!({"response": response}));
                 self.ended = true;
             }
+            // A session's own event is in no turn, so in no response's stream (a response
+            // is one turn's); the Responses API has no event for it.
+            EventData::AgentVersionChange { .. } => {}
             _ => {}
         }
         out
