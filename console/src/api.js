@@ -247,6 +247,24 @@ export const api = {
     deliveries: (id, after) => get(`${prefix}/webhooks/${id}/deliveries`, { after, limit: 50 }),
     replay: (id, message) => post(`${prefix}/webhooks/${id}/deliveries/${message}/replay`),
   }),
+  // A tenant's own agents at `/agents`; an admin's view of a tenant's at
+  // `/admin/tenants/{id}/agents`: `prefix` picks which. Writes send the revision the page
+  // read as `If-Match`, so a concurrent change is refused (412) rather than overwritten.
+  agents: (prefix = '') => {
+    const at = (name, rest = '') => `${prefix}/agents/${encodeURIComponent(name)}${rest}`;
+    const ifMatch = (revision) => (revision === undefined ? {} : { 'If-Match': `"${revision}"` });
+    return {
+      list: (after) => get(`${prefix}/agents`, { after, limit: 50 }),
+      get: (name) => get(at(name)),
+      create: (spec) => post(`${prefix}/agents`, spec),
+      update: (name, spec, revision) => request('PUT', at(name), { body: spec, headers: ifMatch(revision) }),
+      versions: (name, after) => get(at(name, '/versions'), { after, limit: 200 }),
+      publish: (name, version, revision) => post(at(name, '/publish'), { version }, { headers: ifMatch(revision) }),
+      archive: (name, archived, revision) =>
+        post(at(name, archived ? '/archive' : '/restore'), undefined, { headers: ifMatch(revision) }),
+      remove: (name) => del(at(name)),
+    };
+  },
   admin: {
     tenants: (after) => get('/admin/tenants', { after, limit: 50 }),
     tenant: (id) => get(`/admin/tenants/${id}`),

@@ -215,7 +215,13 @@ export function Conversation({ id }) {
     <div class="conversation">
       <header class="conversation-head">
         <h1>
-          {session.agent.name} <span class="muted small">{session.sessionId}</span>
+          {session.agent.name}{' '}
+          {session.agent.version && (
+            <span class="badge" data-testid="agent-version">
+              version {session.agent.version}
+            </span>
+          )}{' '}
+          <span class="muted small">{session.sessionId}</span>
         </h1>
         <div class="row">
           <a href={href(`sessions/${session.sessionId}`)}>Session details</a>

@@ -48,6 +48,10 @@ pub struct AgentSettings {
     /// callers of `/meta` and the public A2A card.
     #[serde(default)]
     pub tenants: Vec<String>,
+    /// The `[[connections]]` entry the agent's provider and its settings come from, in
+    /// place of `provider` and its keys (see `Settings::resolve_connections`).
+    #[serde(default)]
+    pub connection: Option<String>,
 }
 
 fn default_max_steps() -> usize {

@@ -4,7 +4,10 @@
 
 use serde::Deserialize;
 
-use super::{ConfigError, McpServerSettings, ProviderKind, Secret, is_identifier};
+use super::{
+    ConfigError, EchoSettings, HttpProviderSettings, McpServerSettings, OptionKind, OptionSettings,
+    ProviderKind, ProviderSettings, Secret, is_identifier, option_references,
+};
 use crate::model::Builtin;
 
 /// A model API the operator lets tenant agents use, by name: a tenant never sets a base
@@ -53,7 +56,82 @@ pub struct TenantAgentSettings {
     pub allowed_mcp_servers: Vec<String>,
 }
 
+/// Why `name` names no connection, with the names that do.
+pub fn unknown_connection(name: &str, connections: &[ConnectionSettings]) -> String {
+    let names: Vec<String> = connections
+        .iter()
+        .map(|c| format!("`{}`", c.name))
+        .collect();
+    if names.is_empty() {
+        format!("unknown connection `{name}`; this server offers no connections")
+    } else {
+        format!(
+            "unknown connection `{name}`; the connections here: {}",
+            names.join(", ")
+        )
+    }
+}
+
 impl ConnectionSettings {
+    /// The provider settings an agent on this connection runs with: the operator's base
+    /// URL and key, never a host the agent chose.
+    pub fn provider_settings(&self) -> ProviderSettings {
+        match self.provider {
+            ProviderKind::Echo => ProviderSettings::Echo(EchoSettings {
+                chunk_size: 8,
+                delay_ms: 0,
+                thinking: false,
+            }),
+            kind => {
+                let api = HttpProviderSettings {
+                    base_url: self.base_url.clone(),
+                    api_key: self.api_key.clone(),
+                    max_output_tokens: self.max_output_tokens,
+                    timeout_seconds: self.timeout_seconds,
+                    max_retries: self.max_retries,
+                    allow_private_base_url: false,
+                };
+                if kind == ProviderKind::Openai {
+                    ProviderSettings::Openai(api)
+                } else {
+                    ProviderSettings::Anthropic(api)
+                }
+            }
+        }
+    }
+
+    /// Whether an agent on this connection may name `model`: one of its `models` (any, when
+    /// it lists none), or `{{options.x}}` of a select option whose every value is one.
+    /// `Err` says what the connection offers.
+    pub fn check_model(&self, model: &str, options: &[OptionSettings]) -> Result<(), String> {
+        let models = &self.models;
+        if models.is_empty() {
+            return Ok(());
+        }
+        let references = option_references(model);
+        let allowed = if references.is_empty() {
+            models.iter().any(|m| m == model)
+        } else {
+            // A model chosen per session: a select option whose every value is allowed.
+            model.trim() == format!("{{{{options.{}}}}}", references[0])
+                && options.iter().any(|o| {
+                    o.name == references[0]
+                        && o.kind == OptionKind::Select
+                        && o.options.iter().all(|v| models.contains(v))
+                })
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(format!(
+                "connection `{}` offers the models `{}` (or a select option whose values are \
+                 among them)",
+                self.name,
+                models.join("`, `")
+            ))
+        }
+    }
+
     pub(super) fn validate(&self, at: &str) -> Result<(), ConfigError> {
         if !is_identifier(&self.name) {
             return Err(ConfigError::new(

@@ -35,7 +35,7 @@ mod webhooks;
 pub use crate::model::{CompactionStrategy, HistoryType};
 pub use agents::{AgentSettings, HistorySettings, ImageInput};
 pub use auth::{AuthSettings, MAX_TOKEN_TTL_SECONDS, SecretsSettings, parse_key};
-pub use connections::{ConnectionSettings, TenantAgentSettings};
+pub use connections::{ConnectionSettings, TenantAgentSettings, unknown_connection};
 pub use console::ConsoleSettings;
 pub use engine::EngineSettings;
 pub use limits::LimitsSettings;
@@ -145,6 +145,7 @@ impl From<figment::Error> for ConfigError {
 /// at the agent's table (a provider's key has the wrong type: the flattened provider loses
 /// the path) is traced to its key by reading the agent without each key in turn.
 fn extract(figment: &Figment) -> Result<Settings, ConfigError> {
+    let figment = &with_connection_providers(figment)?;
     let error = match figment.extract::<Settings>() {
         Ok(settings) => return Ok(settings),
         Err(error) => error,
@@ -161,6 +162,77 @@ fn extract(figment: &Figment) -> Result<Settings, ConfigError> {
         reported.key = format!("agents.{index}.{key}");
     }
     Err(reported)
+}
+
+/// Keys that say which model API an agent calls and how: an agent on a connection takes
+/// them all from the connection.
+const PROVIDER_KEYS: [&str; 10] = [
+    "provider",
+    "base_url",
+    "api_key",
+    "max_output_tokens",
+    "timeout_seconds",
+    "max_retries",
+    "allow_private_base_url",
+    "chunk_size",
+    "delay_ms",
+    "thinking",
+];
+
+/// An `[[agents]]` entry on a connection reads as an agent of the connection's provider
+/// kind (its settings are the connection's: `Settings::resolve_connections`); one that also
+/// sets a provider key is refused naming it.
+fn with_connection_providers(figment: &Figment) -> Result<Figment, ConfigError> {
+    use figment::value::Value;
+    let Ok(Value::Array(_, agents)) = figment.find_value("agents") else {
+        return Ok(figment.clone());
+    };
+    let connections = figment.find_value("connections").ok();
+    let kind_of = |name: &str| -> Option<String> {
+        connections
+            .as_ref()?
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_dict)
+            .find(|c| c.get("name").and_then(Value::as_str) == Some(name))?
+            .get("provider")?
+            .as_str()
+            .map(str::to_owned)
+    };
+    let mut changed = false;
+    let mut entries = Vec::with_capacity(agents.len());
+    for (i, agent) in agents.into_iter().enumerate() {
+        let name = agent
+            .as_dict()
+            .and_then(|d| d.get("connection"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let (Some(name), Some(dict)) = (name, agent.as_dict()) else {
+            entries.push(agent);
+            continue;
+        };
+        if let Some(key) = PROVIDER_KEYS.iter().find(|k| dict.contains_key(**k)) {
+            return Err(ConfigError::new(
+                format!("agents[{i}].{key}"),
+                format!(
+                    "an agent on a connection (`{name}`) takes its provider and the provider's \
+                     settings from the connection"
+                ),
+            ));
+        }
+        let mut dict = dict.clone();
+        // An unknown connection is named by `resolve_connections`.
+        let kind = kind_of(&name).unwrap_or_else(|| "echo".to_owned());
+        dict.insert("provider".into(), Value::from(kind));
+        entries.push(Value::from(dict));
+        changed = true;
+    }
+    if !changed {
+        return Ok(figment.clone());
+    }
+    Ok(figment
+        .clone()
+        .merge(figment::providers::Serialized::default("agents", entries)))
 }
 
 fn agent_key_at_fault(figment: &Figment, index: &str, error: &figment::Error) -> Option<String> {
@@ -197,6 +269,7 @@ impl Settings {
         figment = figment.merge(Env::prefixed("AGENTRY__").split("__"));
         let mut settings = extract(&figment)?;
         settings.resolve_environment(|name| std::env::var(name).ok())?;
+        settings.resolve_connections()?;
         settings.validate()?;
         Ok(settings)
     }
@@ -215,8 +288,35 @@ impl Settings {
         }
         let mut settings = extract(&figment)?;
         settings.resolve_environment(|name| std::env::var(name).ok())?;
+        settings.resolve_connections()?;
         settings.validate()?;
         Ok(settings)
+    }
+
+    /// Gives each `[[agents]]` entry on a connection (`connection = "name"`) the
+    /// connection's provider settings, made and checked by the code that makes a tenant
+    /// agent's: the same mistake gets the same message.
+    pub fn resolve_connections(&mut self) -> Result<(), ConfigError> {
+        for (i, agent) in self.agents.iter_mut().enumerate() {
+            let Some(name) = &agent.connection else {
+                continue;
+            };
+            let connection = self
+                .connections
+                .iter()
+                .find(|c| c.name == *name)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        format!("agents[{i}].connection"),
+                        unknown_connection(name, &self.connections),
+                    )
+                })?;
+            connection
+                .check_model(&agent.model, &agent.options)
+                .map_err(|message| ConfigError::new(format!("agents[{i}].model"), message))?;
+            agent.provider = connection.provider_settings();
+        }
+        Ok(())
     }
 
     /// Replaces `${NAME}` in agents' provider settings and MCP servers' settings with

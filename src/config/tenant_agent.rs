@@ -7,10 +7,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    AgentSettings, ConfigError, ConnectionSettings, EchoSettings, HistorySettings,
-    HttpProviderSettings, ImageInput, McpServerSettings, OptionKind, OptionSettings, ProviderKind,
-    ProviderSettings, SchemaPartSettings, TenantAgentSettings, ToolSettings, is_identifier,
-    option_references, split_tool_name,
+    AgentSettings, ConfigError, ConnectionSettings, HistorySettings, ImageInput, McpServerSettings,
+    OptionKind, OptionSettings, SchemaPartSettings, TenantAgentSettings, ToolSettings,
+    is_identifier, split_tool_name, unknown_connection,
 };
 use crate::model::FieldError;
 
@@ -122,49 +121,12 @@ impl AgentSpec {
             .iter()
             .find(|c| c.name == self.connection)
             .ok_or_else(|| {
-                let names: Vec<String> = policy
-                    .connections
-                    .iter()
-                    .map(|c| format!("`{}`", c.name))
-                    .collect();
                 invalid(
                     "/connection",
-                    if names.is_empty() {
-                        format!(
-                            "unknown connection `{}`; this server offers no connections",
-                            self.connection
-                        )
-                    } else {
-                        format!(
-                            "unknown connection `{}`; the connections here: {}",
-                            self.connection,
-                            names.join(", ")
-                        )
-                    },
+                    unknown_connection(&self.connection, policy.connections),
                 )
             })?;
-        let provider = match connection.provider {
-            ProviderKind::Echo => ProviderSettings::Echo(EchoSettings {
-                chunk_size: 8,
-                delay_ms: 0,
-                thinking: false,
-            }),
-            kind => {
-                let api = HttpProviderSettings {
-                    base_url: connection.base_url.clone(),
-                    api_key: connection.api_key.clone(),
-                    max_output_tokens: connection.max_output_tokens,
-                    timeout_seconds: connection.timeout_seconds,
-                    max_retries: connection.max_retries,
-                    allow_private_base_url: false,
-                };
-                if kind == ProviderKind::Openai {
-                    ProviderSettings::Openai(api)
-                } else {
-                    ProviderSettings::Anthropic(api)
-                }
-            }
-        };
+        let provider = connection.provider_settings();
         let settings = AgentSettings {
             name: name.to_owned(),
             title: self.title.clone(),
@@ -181,6 +143,7 @@ impl AgentSpec {
             output_schema: self.output_schema.clone(),
             max_steps: self.max_steps.unwrap_or(16),
             tenants: Vec::new(),
+            connection: Some(connection.name.clone()),
         };
         // The rules of `[[agents]]`, word for word.
         settings.validate("", policy.mcp_servers)?;
@@ -195,32 +158,9 @@ impl AgentSpec {
         connection: &ConnectionSettings,
         policy: AgentPolicy<'_>,
     ) -> Result<(), FieldError> {
-        let models = &connection.models;
-        if !models.is_empty() {
-            let references = option_references(&self.model);
-            let allowed = if references.is_empty() {
-                models.contains(&self.model)
-            } else {
-                // A model chosen per session: a select option whose every value is allowed.
-                self.model.trim() == format!("{{{{options.{}}}}}", references[0])
-                    && self.options.iter().any(|o| {
-                        o.name == references[0]
-                            && o.kind == OptionKind::Select
-                            && o.options.iter().all(|v| models.contains(v))
-                    })
-            };
-            if !allowed {
-                return Err(invalid(
-                    "/model",
-                    format!(
-                        "connection `{}` offers the models `{}` (or a select option whose \
-                         values are among them)",
-                        connection.name,
-                        models.join("`, `")
-                    ),
-                ));
-            }
-        }
+        connection
+            .check_model(&self.model, &self.options)
+            .map_err(|message| invalid("/model", message))?;
         for (i, option) in self.options.iter().enumerate() {
             if option.kind == OptionKind::Secret && !option.default.is_empty() {
                 return Err(invalid(

@@ -14,8 +14,8 @@ use crate::agents::{Agent, Agents};
 use crate::config::{
     AgentPolicy, AgentSpec, ConnectionSettings, McpServerSettings, TenantAgentSettings,
 };
-use crate::model::{AgentId, AgentVersion, FieldError, Session, TenantAgent, TenantId};
-use crate::store::{AgentChange, Page, StoreError};
+use crate::model::{AgentId, AgentVersion, EventData, FieldError, Session, TenantAgent, TenantId};
+use crate::store::{AgentChange, Page, SESSION_HAS_ACTIVE_TURN, SessionChange, StoreError};
 use crate::tools::mcp::McpRegistry;
 
 /// Built versions kept before the cache starts over.
@@ -349,9 +349,30 @@ impl Engine {
             Err(error) => return Err(error.into()),
         };
         self.catalog.build(&id, &session.agent, &version)?;
-        self.store
-            .update_session_agent_version(tenant, &session.id, &id, number)
-            .await?;
+        // The move and its event in the session's log, in one transaction, between turns.
+        let written = self
+            .writer
+            .append_session(super::writer::SessionAppend {
+                tenant: *tenant,
+                session: session.id,
+                change: SessionChange::AgentVersion {
+                    agent: id,
+                    version: number,
+                },
+                event: EventData::AgentVersionChange {
+                    agent: session.agent.clone(),
+                    from,
+                    to: number,
+                },
+            })
+            .await;
+        match written {
+            Ok(_) => {}
+            Err(StoreError::Conflict(why)) if why == SESSION_HAS_ACTIVE_TURN => {
+                return Err(EngineError::SessionBusy);
+            }
+            Err(error) => return Err(error.into()),
+        }
         tracing::info!(session_id = %session.id, from, to = number, "session moved to another agent version");
         let mut moved = session.clone();
         moved.agent_version = Some((id, number));

@@ -186,7 +186,7 @@ mod tests {
         Arc::new(Event {
             session_id: session,
             seq,
-            turn_id: crate::model::TurnId::generate(),
+            turn_id: Some(crate::model::TurnId::generate()),
             data: crate::model::EventData::MessageStop {},
             created_at: crate::model::now(),
         })

@@ -95,7 +95,7 @@ pub fn follow(
                 Ok(event) if !anchored || event.seq == last + 1 => {
                     anchored = true;
                     last = event.seq;
-                    if follow.turn.as_ref().is_some_and(|t| *t != event.turn_id) {
+                    if follow.turn.is_some() && follow.turn != event.turn_id {
                         continue;
                     }
                     let done = ends(&follow, &event);
@@ -117,5 +117,5 @@ pub fn follow(
 }
 
 fn ends(follow: &Follow, event: &Event) -> bool {
-    follow.turn.as_ref() == Some(&event.turn_id) && event.data.is_turn_stop()
+    follow.turn.is_some() && follow.turn == event.turn_id && event.data.is_turn_stop()
 }

@@ -20,7 +20,7 @@ use crate::model::{
     Event, EventData, HistoryMessage, ProcessId, RunId, SessionId, TenantId, TurnError, TurnId,
     scrub_nul,
 };
-use crate::store::{AppendGroup, Backend, CoalescedDeltas, Store, StoreError};
+use crate::store::{AppendGroup, Backend, CoalescedDeltas, SessionChange, Store, StoreError};
 
 /// Requests waiting for the writer; senders wait when it is full (back-pressure).
 const QUEUE: usize = 4096;
@@ -43,9 +43,21 @@ pub struct Append {
 
 type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, StoreError>>;
 
+/// An event of a session itself (in no turn) and the change it records, written together
+/// between the session's turns.
+pub struct SessionAppend {
+    pub tenant: TenantId,
+    pub session: SessionId,
+    pub change: SessionChange,
+    pub event: EventData,
+}
+
+type SessionReply = oneshot::Sender<Result<Arc<Event>, StoreError>>;
+
 enum Request {
     Append(Append, Reply),
     Flush(oneshot::Sender<()>),
+    Session(SessionAppend, SessionReply),
 }
 
 /// What tells the writer which turns are still this process's to write: its lease, and
@@ -131,6 +143,24 @@ impl EventWriter {
             let _ = reply.send(Err(StoreError::Corrupt("the event writer stopped".into())));
         }
         receipt
+    }
+
+    /// Writes an event of a session itself with the change it records, after everything
+    /// queued before it; refused (`Conflict(SESSION_HAS_ACTIVE_TURN)`) while the session
+    /// has an active turn. The event is published once durable.
+    pub async fn append_session(&self, append: SessionAppend) -> Result<Arc<Event>, StoreError> {
+        let (reply, receipt) = oneshot::channel();
+        if self
+            .requests
+            .send(Request::Session(append, reply))
+            .await
+            .is_err()
+        {
+            return Err(StoreError::Corrupt("the event writer stopped".into()));
+        }
+        receipt
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Corrupt("the event writer stopped".into())))
     }
 
     /// Waits until everything queued before this call is committed.
@@ -289,6 +319,7 @@ impl WriterTask {
         while let Some(first) = inbox.recv().await {
             let mut batch = Vec::new();
             let mut flushes = Vec::new();
+            let mut session = None;
             let mut events = 0;
             let mut next = Some(first);
             while let Some(request) = next.take() {
@@ -298,12 +329,22 @@ impl WriterTask {
                         batch.push((append, reply));
                     }
                     Request::Flush(done) => flushes.push(done),
+                    // Written alone, after what came before it.
+                    Request::Session(append, reply) => {
+                        session = Some((append, reply));
+                        break;
+                    }
                 }
                 if events < self.max_batch_events {
                     next = inbox.try_recv().ok();
                 }
             }
-            self.commit(batch).await;
+            if !batch.is_empty() {
+                self.commit(batch).await;
+            }
+            if let Some((append, reply)) = session {
+                let _ = reply.send(self.commit_session(append).await);
+            }
             for done in flushes {
                 let _ = done.send(());
             }
@@ -397,6 +438,32 @@ impl WriterTask {
         }
     }
 
+    /// Writes a session's own event (the store assigns its seq, after the session's last)
+    /// and publishes it once durable.
+    async fn commit_session(&mut self, append: SessionAppend) -> Result<Arc<Event>, StoreError> {
+        if !self.lease.is_held() {
+            return Err(StoreError::Unavailable(LEASE_UNPROVEN.into()));
+        }
+        let written = self
+            .store
+            .append_session_event(
+                &append.tenant,
+                &append.session,
+                append.change,
+                &append.event,
+                &self.process,
+            )
+            .await;
+        self.next_seq.remove(&append.session);
+        let event = Arc::new(written?);
+        if self.keep_seq {
+            self.next_seq.insert(append.session, event.seq + 1);
+        }
+        self.fanout
+            .publish(&append.session, std::slice::from_ref(&event));
+        Ok(event)
+    }
+
     /// Assigns sequence numbers and commits; on failure nothing is kept.
     async fn try_commit(
         &mut self,
@@ -473,7 +540,7 @@ impl WriterTask {
             let event = Arc::new(Event {
                 session_id: append.session,
                 seq: next + i as i64,
-                turn_id: append.turn,
+                turn_id: Some(append.turn),
                 data: data.clone().scrubbed(),
                 created_at: now,
             });

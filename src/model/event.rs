@@ -11,7 +11,9 @@ use super::{Content, SessionId, StopReason, TurnError, TurnId, Usage};
 pub struct Event {
     pub session_id: SessionId,
     pub seq: i64,
-    pub turn_id: TurnId,
+    /// The turn that wrote it; `None` for an event of the session itself, written between
+    /// its turns (a [`EventData::is_session_event`] kind).
+    pub turn_id: Option<TurnId>,
     pub data: EventData,
     pub created_at: DateTime<Utc>,
 }
@@ -63,6 +65,13 @@ pub enum EventData {
         #[serde(default)]
         usage: Usage,
     },
+    /// A session's event, in no turn: the session was moved from version `from` of its
+    /// tenant agent `agent` to version `to`, which its next turns run.
+    AgentVersionChange {
+        agent: String,
+        from: i64,
+        to: i64,
+    },
 }
 
 impl EventData {
@@ -78,6 +87,7 @@ impl EventData {
             EventData::Usage { .. } => "usage",
             EventData::Compaction { .. } => "compaction",
             EventData::TurnStop { .. } => "turn_stop",
+            EventData::AgentVersionChange { .. } => "agent_version_change",
         }
     }
 
@@ -109,6 +119,11 @@ impl EventData {
     pub fn is_turn_stop(&self) -> bool {
         matches!(self, EventData::TurnStop { .. })
     }
+
+    /// Whether this is an event of the session itself, written between turns (in none).
+    pub fn is_session_event(&self) -> bool {
+        matches!(self, EventData::AgentVersionChange { .. })
+    }
 }
 
 #[cfg(test)]
@@ -129,6 +144,11 @@ mod tests {
                 stop_reason: StopReason::Error,
                 error: Some(TurnError::new("cancelled", "stopped")),
                 usage: Usage::default(),
+            },
+            EventData::AgentVersionChange {
+                agent: "helper".into(),
+                from: 1,
+                to: 2,
             },
         ];
         for event in events {

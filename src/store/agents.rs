@@ -352,34 +352,6 @@ impl Store {
         })?
     }
 
-    /// Moves the tenant's session to another version of its tenant agent.
-    pub async fn update_session_agent_version(
-        &self,
-        tenant: &TenantId,
-        session: &crate::model::SessionId,
-        agent: &AgentId,
-        version: i64,
-    ) -> Result<(), StoreError> {
-        let updated = with_writer!(self, |pool| {
-            sqlx::query(
-                "UPDATE sessions SET agent_version = $4, updated_at = $5 \
-                 WHERE tenant_id = $1 AND id = $2 AND agent_id = $3",
-            )
-            .bind(tenant)
-            .bind(session)
-            .bind(agent)
-            .bind(version)
-            .bind(Stamp(crate::model::now()))
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-        })?;
-        if updated == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
-    }
-
     /// Deletes the tenant's agent and its versions; its sessions remain, without an agent.
     pub async fn delete_tenant_agent(
         &self,

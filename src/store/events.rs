@@ -103,6 +103,16 @@ pub(super) struct EventRow {
     created_at: Stamp,
 }
 
+/// The `turn_id` stored for an event of the session itself (in no turn): the nil UUID,
+/// which no turn has.
+pub(super) fn session_event_turn() -> TurnId {
+    TurnId::from_uuid(uuid::Uuid::nil())
+}
+
+fn turn_of_row(turn: TurnId) -> Option<TurnId> {
+    (turn != session_event_turn()).then_some(turn)
+}
+
 /// How a read gives the deltas a finished message's were coalesced into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deltas {
@@ -127,7 +137,7 @@ impl EventRow {
             out.push(Event {
                 session_id: self.session_id,
                 seq: self.seq,
-                turn_id: self.turn_id,
+                turn_id: turn_of_row(self.turn_id),
                 data: EventData::from_parts(&self.kind, data)?,
                 created_at: self.created_at.0,
             });
@@ -161,7 +171,7 @@ impl EventRow {
             out.push(Event {
                 session_id: self.session_id,
                 seq,
-                turn_id: self.turn_id,
+                turn_id: turn_of_row(self.turn_id),
                 data: EventData::from_parts(&self.kind, serde_json::json!({ "delta": delta }))?,
                 created_at: self.created_at.0,
             });

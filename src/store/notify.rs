@@ -204,7 +204,7 @@ mod tests {
                 .map(|seq| Event {
                     session_id: session,
                     seq,
-                    turn_id: TurnId::generate(),
+                    turn_id: Some(TurnId::generate()),
                     data: EventData::MessageStop {},
                     created_at: crate::model::now(),
                 })

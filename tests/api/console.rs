@@ -1,7 +1,8 @@
 //! The browser console in a real browser: `tests/console/console_test.mjs` drives Debian's
 //! Chromium through Playwright (`playwright-core`, pinned by the lock file beside it) against
 //! a real app, on whichever backend the suite runs on, and checks chat with streaming and
-//! resume, permissions, the turn inspector, sessions, runs, webhooks, usage, the admin pages,
+//! resume, permissions, the turn inspector, sessions, tenant agents (versions, publish, a
+//! session keeping its version), runs, webhooks, usage, the admin pages,
 //! markup shown as text, and accessibility (axe-core) of every page; it writes screenshots of
 //! each page at 1280 and 390 px to `CARGO_TARGET_TMPDIR/console-screenshots/<backend>/`.
 //! Without Chromium, node, npm or the npm registry the test fails: it never skips.
@@ -33,8 +34,9 @@ const DRIVER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// `echo` thinks aloud, then answers in a few deltas; `slow` streams one character every
 /// 25 ms (a long turn to reload, disconnect or cancel in the middle of); `tooly` is a scripted
-/// model that calls the `clock` and `calculator` server tools, then a client tool. Webhooks
-/// may target loopback, so deliveries are attempted (and fail).
+/// model that calls the `clock` and `calculator` server tools, then a client tool. Tenant
+/// agents may use the `local` connection (echo). Webhooks may target loopback, so
+/// deliveries are attempted (and fail).
 fn config(model: &ScriptedOpenAi) -> String {
     format!(
         r#"
@@ -68,6 +70,10 @@ name = "clock"
 
 [[agents.tools]]
 name = "calculator"
+
+[[connections]]
+name = "local"
+provider = "echo"
 
 [webhooks]
 allow_http = true
@@ -149,6 +155,7 @@ async fn the_console_works_in_a_real_browser() {
     let settings = json!({
         "cut": proxy.cut_url,
         "adminSecret": ADMIN_SECRET,
+        "tenantId": tenant,
         "clientId": credential.body["client_id"],
         "clientSecret": credential.body["client_secret"],
         "screenshots": screenshots,

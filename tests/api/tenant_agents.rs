@@ -1028,3 +1028,269 @@ async fn a_session_is_moved_to_another_version_explicitly() {
         configured.text
     );
 }
+
+/// A move is recorded in the session's log: an `agent_version_change` event between its
+/// turns, in no turn, sent live to the session's stream and replayed by it (in both modes),
+/// absent from the turns' streams and logs. A move while a turn runs is refused and
+/// records nothing.
+#[tokio::test]
+async fn a_sessions_move_is_an_event_of_its_log_between_turns() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    assert_eq!(
+        app.post("/agents", &token, helper("one")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        publish(&app, &token, "helper", 1).await.status,
+        StatusCode::OK
+    );
+    let updated = app
+        .request(
+            Method::PUT,
+            "/agents/helper",
+            Some(&token),
+            Some(&helper("two")),
+        )
+        .await;
+    assert_eq!(updated.status, StatusCode::OK, "{}", updated.text);
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "helper"}}))
+        .await;
+    assert_eq!(prompt_of_turn(&app, &token, &session, &server).await, "one");
+
+    // The session's stream: the first turn replayed, then live.
+    let events = format!("/sessions/{session}/events");
+    let mut live = app.stream(&events, &token, None).await;
+    let first = live.until_turn_stop().await;
+    let first_stop = first.last().unwrap().id.unwrap();
+
+    // A move while a turn runs is refused: the turn's events take the next seqs.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    server.push(Reply::Gated(gate.clone(), Box::new(answer())));
+    let running = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"messages": [user("wait")], "stream": "delta"}),
+        )
+        .await;
+    let path = format!("/sessions/{session}");
+    let busy = app
+        .patch(&path, &token, json!({"agent": {"version": 2}}))
+        .await;
+    assert_eq!(busy.status, StatusCode::CONFLICT, "{}", busy.text);
+    assert_eq!(busy.code(), "session_busy");
+    gate.notify_one();
+    let second = running.collect().await;
+    assert_eq!(second.last().unwrap().event, "turn_stop");
+    let second_stop = second.last().unwrap().id.unwrap();
+    assert_eq!(
+        live.until_turn_stop().await.last().unwrap().id,
+        Some(second_stop)
+    );
+    assert_eq!(app.get(&path, &token).await.body["agent"]["version"], 1);
+
+    let moved = app
+        .patch(&path, &token, json!({"agent": {"version": 2}}))
+        .await;
+    assert_eq!(moved.status, StatusCode::OK, "{}", moved.text);
+    let change = live.next().await.expect("the move, live");
+    assert_eq!(change.event, "agent_version_change");
+    assert_eq!(change.data, json!({"agent": "helper", "from": 1, "to": 2}));
+    assert_eq!(change.id, Some(second_stop + 1), "the next seq of the log");
+
+    assert_eq!(prompt_of_turn(&app, &token, &session, &server).await, "two");
+    let third = live.until_turn_stop().await;
+    assert_eq!(third[0].event, "turn_start");
+    assert_eq!(
+        third[0].id,
+        Some(second_stop + 2),
+        "the next turn follows it"
+    );
+
+    // Replayed from the log, in delta and in message mode, between the turns.
+    for mode in ["delta", "message"] {
+        let mut replay = app
+            .stream(&format!("{events}?stream={mode}"), &token, Some(first_stop))
+            .await;
+        let before = replay.until_turn_stop().await;
+        assert_eq!(before.last().unwrap().id, Some(second_stop), "{mode}");
+        let replayed = replay.next().await.expect("the move, replayed");
+        assert_eq!(replayed, change, "{mode}");
+        assert_eq!(replay.next().await.unwrap().event, "turn_start", "{mode}");
+    }
+    let resumed = app
+        .stream(&events, &token, Some(second_stop))
+        .await
+        .next()
+        .await
+        .unwrap();
+    assert_eq!(resumed, change, "a cursor just before it gets it first");
+
+    // No turn has it: not the turns' streams, not their logs.
+    let turns = app.get(&format!("/sessions/{session}/turns"), &token).await;
+    let turns = turns.body["turns"].as_array().unwrap().clone();
+    assert_eq!(turns.len(), 3, "the move is no turn");
+    for turn in &turns {
+        let turn = turn["turnId"].as_str().unwrap();
+        let frames = app
+            .stream(
+                &format!("/sessions/{session}/turns/{turn}/events"),
+                &token,
+                None,
+            )
+            .await
+            .collect()
+            .await;
+        assert!(
+            frames.iter().all(|f| f.event != "agent_version_change"),
+            "{frames:?}"
+        );
+        let log = app
+            .get(&format!("/sessions/{session}/turns/{turn}/log"), &token)
+            .await;
+        assert!(!log.text.contains("agent_version_change"), "{}", log.text);
+    }
+}
+
+/// A configured agent limited to some tenants and named as the default of A2A and of
+/// AgentScope is the default for those tenants only: the public A2A card and another
+/// tenant's AgentScope requests get the first agent they see instead, never naming it.
+#[tokio::test]
+async fn a_limited_default_agent_is_nobody_elses_default() {
+    let app = spawn_app_on(Arc::new(TestDb::new().await), "").await;
+    let (a, a_token) = app.new_tenant().await;
+    let (_, b_token) = app.new_tenant().await;
+    let db = app.stop().await;
+    let config = format!(
+        "[[agents]]\nname = \"vip\"\nprovider = \"echo\"\ntenants = [\"{a}\"]\n\n\
+         [[agents]]\nname = \"echo\"\nprovider = \"echo\"\n\n\
+         [a2a]\ndefault_agent = \"vip\"\n\n[agentscope]\ndefault_agent = \"vip\"\n"
+    );
+    let app = spawn_app_on(db, &config).await;
+
+    let card = app
+        .request(Method::GET, "/.well-known/agent-card.json", None, None)
+        .await;
+    assert_eq!(card.status, StatusCode::OK, "{}", card.text);
+    assert_eq!(card.body["name"], "echo", "{}", card.text);
+    assert!(!card.text.contains("vip"), "{}", card.text);
+
+    let agent_of = |reply: &crate::helpers::Reply| {
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        reply.body["session_id"].as_str().unwrap().to_owned()
+    };
+    let body = json!({"input": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                      "stream": false});
+    let b_reply = app
+        .post("/agentscope/process", &b_token, body.clone())
+        .await;
+    assert!(!b_reply.text.contains("vip"), "{}", b_reply.text);
+    let b_session = agent_of(&b_reply);
+    let b_read = app.get(&format!("/sessions/{b_session}"), &b_token).await;
+    assert_eq!(b_read.body["agent"]["name"], "echo", "{}", b_read.text);
+    let a_session = agent_of(&app.post("/agentscope/process", &a_token, body).await);
+    let a_read = app.get(&format!("/sessions/{a_session}"), &a_token).await;
+    assert_eq!(a_read.body["agent"]["name"], "vip", "{}", a_read.text);
+}
+
+/// `agentry config check --config FILE`: whether it passed, and what it printed.
+fn config_check(config: &str) -> (bool, String) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), config).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agentry"))
+        .args(["config", "check", "--config"])
+        .arg(file.path())
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    (output.status.success(), printed)
+}
+
+/// An `[[agents]]` entry may name a `[[connections]]` entry in place of a provider: its
+/// connection and model are checked by the code that checks a tenant agent's (the same
+/// message for the same mistake), and it runs with the connection's URL and key.
+#[tokio::test]
+async fn a_configured_agent_on_a_connection_uses_the_operators_connection() {
+    let server = ScriptedOpenAi::start().await;
+    let app = app_with(&server).await;
+    let (_, token) = app.new_tenant().await;
+    let cases = [
+        (
+            "connection = \"nowhere\"",
+            json!({"connection": "nowhere"}),
+            "agents[1].connection",
+            "/connection",
+        ),
+        (
+            "connection = \"scripted\"\nmodel = \"m9\"",
+            json!({"connection": "scripted", "model": "m9"}),
+            "agents[1].model",
+            "/model",
+        ),
+    ];
+    for (toml, body, key, pointer) in cases {
+        let (passed, printed) = config_check(&format!(
+            "{}\n[[agents]]\nname = \"echo\"\nprovider = \"echo\"\n\n\
+             [[agents]]\nname = \"bad\"\n{toml}\n",
+            connections(&server)
+        ));
+        assert!(!passed, "{toml}: {printed}");
+        let prefix = format!("invalid configuration at `{key}`: ");
+        let start = printed
+            .find(&prefix)
+            .unwrap_or_else(|| panic!("{toml}: {printed}"));
+        let message = printed[start + prefix.len()..]
+            .lines()
+            .next()
+            .unwrap()
+            .trim();
+        let mut body = body;
+        body["name"] = json!("bad");
+        let reply = app.post("/agents", &token, body).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text);
+        assert_eq!(reply.body["error"]["field"], pointer, "{}", reply.text);
+        assert_eq!(
+            reply.body["error"]["message"],
+            format!("{pointer}: {message}"),
+            "{toml}"
+        );
+    }
+    let (passed, printed) = config_check(&format!(
+        "{}\n[[agents]]\nname = \"bad\"\nconnection = \"scripted\"\nmodel = \"m1\"\n\
+         base_url = \"http://example.com/v1\"\n",
+        connections(&server)
+    ));
+    assert!(!passed);
+    assert!(
+        printed.contains("invalid configuration at `agents[0].base_url`"),
+        "{printed}"
+    );
+
+    let config = format!(
+        "{}\n[[agents]]\nname = \"shared\"\nconnection = \"scripted\"\nmodel = \"m2\"\n\
+         system_prompt = \"Shared.\"\n",
+        connections(&server)
+    );
+    let (passed, printed) = config_check(&config);
+    assert!(passed, "{printed}");
+    let db = app.stop().await;
+    let app = spawn_app_on(db, &config).await;
+    assert!(app.get("/meta", &token).await.text.contains("\"shared\""));
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "shared"}}))
+        .await;
+    assert_eq!(
+        prompt_of_turn(&app, &token, &session, &server).await,
+        "Shared."
+    );
+    let sent = server.requests().last().unwrap().clone();
+    assert_eq!(sent.body["model"], "m2");
+    assert_eq!(
+        sent.authorization.as_deref(),
+        Some("Bearer sk-operator-secret")
+    );
+}

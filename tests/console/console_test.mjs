@@ -3,7 +3,7 @@
 //
 //   node console_test.mjs <packages dir> <base url> <settings json>
 //
-// settings: {adminSecret, clientId, clientSecret, screenshots, cut} (`cut`: a URL that drops
+// settings: {adminSecret, tenantId, clientId, clientSecret, screenshots, cut} (`cut`: a URL that drops
 // every open connection between the browser and the server). Prints "step ok: …" per step
 // and ends with "all steps passed"; any failure exits non-zero with what went wrong.
 
@@ -440,6 +440,128 @@ await step('usage and quotas: a chart of the days and what is left', async () =>
   await check(page, 'usage', { dark: true });
 });
 
+// ---- agents ----
+
+const hostileDescription = '<img src=x onerror=alert(5)> and <script>alert(6)</script>';
+let agentSession;
+
+const versionShown = (page) => page.getByTestId('agent-version').textContent();
+
+await step('agents: the platform agents read-only; a bad agent is refused naming its field', async () => {
+  await page.goto(`${CONSOLE}#/agents`);
+  await page.getByRole('heading', { name: 'Your agents' }).waitFor();
+  await page.getByText('No agents yet.').waitFor();
+  const platform = page.getByTestId('platform-agents');
+  for (const name of ['echo', 'slow', 'tooly']) await platform.locator('code', { hasText: name }).first().waitFor();
+  assert.equal(await platform.getByRole('button').count(), 0, 'nothing to change on a platform agent');
+  await check(page, 'agents', { dark: true });
+  await page.getByRole('link', { name: 'New agent' }).click();
+  await page.getByRole('heading', { name: 'New agent' }).waitFor();
+  await page.getByLabel('Name', { exact: true }).fill('helper');
+  await page.getByLabel(/^Connection/).fill('nowhere');
+  // The browser logs the refused request (400): expected here, and only here.
+  const from = problems.length;
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  assert.match(await page.getByRole('alert').textContent(), /\/connection: unknown connection `nowhere`/);
+  const refused = /status of 400 \(Bad Request\)/;
+  problems.push(...problems.splice(from).filter((problem) => !refused.test(problem)));
+  assert.equal(await page.getByLabel(/^Connection/).getAttribute('aria-invalid'), 'true');
+  const listed = await api(token, 'GET', '/agents');
+  assert.equal(listed.agents.length, 0, 'nothing stored');
+});
+
+await step('agents: create one with the form and the JSON editor; its description is text', async () => {
+  await page.getByLabel(/^Connection/).fill('local');
+  await page.getByLabel('Title', { exact: true }).fill('Helper');
+  await page.getByLabel('Description', { exact: true }).fill(hostileDescription);
+  await page.getByLabel('JSON', { exact: true }).check();
+  const editor = page.getByLabel('The agent as JSON');
+  const spec = JSON.parse(await editor.inputValue());
+  assert.deepEqual(spec, { name: 'helper', title: 'Helper', description: hostileDescription, connection: 'local' });
+  spec.options = [{ name: 'style', type: 'select', options: ['plain', 'upper'], default: 'plain' }];
+  await editor.fill(JSON.stringify(spec, null, 2));
+  await check(page, 'agent-new');
+  await page.getByLabel('Form', { exact: true }).check();
+  assert.equal(await page.getByLabel('Title', { exact: true }).inputValue(), 'Helper', 'the form keeps what the JSON said');
+  await page.getByRole('button', { name: 'Create agent' }).click();
+  await page.waitForURL(/#\/agents\/helper$/);
+  assert.equal(await page.getByTestId('agent-description').textContent(), hostileDescription);
+  assert.equal(await page.locator('main img').count(), 0, 'no image element');
+  assert.equal(await page.locator('main script').count(), 0, 'no script element');
+  assert.match(await page.getByTestId('published-version').textContent(), /none yet/);
+  await page.getByRole('button', { name: 'Publish v1' }).first().click();
+  await page.getByTestId('published-version').filter({ hasText: /^v1$/ }).waitFor();
+  await check(page, 'agent-detail', { dark: true });
+});
+
+await step('agents: chat with the published agent; the session runs version 1', async () => {
+  await page.goto(`${CONSOLE}#/chat`);
+  const option = page.getByLabel('Agent', { exact: true }).locator('option[value="helper"]');
+  assert.match(await option.textContent(), /yours: version 1/);
+  agentSession = await startSession(page, 'helper');
+  assert.equal(await versionShown(page), 'version 1');
+  await send(page, 'keep me plain');
+  await waitForStop(page);
+  assert.equal(await agentText(page), 'keep me plain');
+});
+
+await step('agents: v2 made with the JSON editor, compared with v1, published', async () => {
+  await page.goto(`${CONSOLE}#/agents/helper`);
+  await page.getByRole('heading', { name: 'Edit: make v2' }).waitFor();
+  await page.getByLabel('JSON', { exact: true }).check();
+  const editor = page.getByLabel('The agent as JSON');
+  const spec = JSON.parse(await editor.inputValue());
+  spec.options[0].default = 'upper';
+  spec.version = '2.0';
+  await editor.fill(JSON.stringify(spec, null, 2));
+  await page.getByRole('button', { name: 'Save as v2' }).click();
+  await page.getByTestId('agent-notice').filter({ hasText: 'v2 is saved as a draft.' }).waitFor();
+  assert.match(await page.getByTestId('published-version').textContent(), /^v1$/, 'a draft changes nothing published');
+  // The diff of v1 and v2: what was removed and what was added, marked in the text.
+  const diff = page.getByTestId('version-diff');
+  await diff.waitFor();
+  const removed = await diff.locator('del').allTextContents();
+  const added = await diff.locator('ins').allTextContents();
+  assert.ok(removed.some((line) => /^- +"default": "plain"/.test(line)), `removed: ${removed}`);
+  assert.ok(added.some((line) => /^\+ +"default": "upper"/.test(line)), `added: ${added}`);
+  assert.ok(added.some((line) => /^\+ +"version": "2.0"/.test(line)), `added: ${added}`);
+  await check(page, 'agent-versions', { dark: true });
+  await page.getByRole('button', { name: 'Publish v2' }).first().click();
+  await page.getByTestId('published-version').filter({ hasText: /^v2$/ }).waitFor();
+});
+
+await step('agents: the open session keeps v1; a new session runs v2', async () => {
+  await page.goto(`${CONSOLE}#/chat/${agentSession}`);
+  await page.getByLabel('Message', { exact: true }).waitFor();
+  assert.equal(await versionShown(page), 'version 1');
+  await send(page, 'still plain');
+  await waitForStop(page);
+  assert.equal(await agentText(page), 'still plain', 'the open session still runs version 1');
+  await startSession(page, 'helper');
+  assert.equal(await versionShown(page), 'version 2');
+  await send(page, 'now upper');
+  await waitForStop(page);
+  assert.equal(await agentText(page), 'NOW UPPER', 'a new session runs version 2');
+});
+
+await step('agents: roll back to v1, archive and restore', async () => {
+  await page.goto(`${CONSOLE}#/agents/helper`);
+  await page.getByRole('button', { name: 'Roll back to v1' }).click();
+  await page.getByTestId('agent-notice').filter({ hasText: 'Rolled back: v1 is published.' }).waitFor();
+  assert.equal((await api(token, 'GET', '/agents/helper')).published_version, 1);
+  await page.getByRole('button', { name: 'Archive agent' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Archive agent' }).click();
+  await page.getByRole('button', { name: 'Restore agent' }).waitFor();
+  const meta = await api(token, 'GET', '/meta');
+  assert.ok(!meta.agents.some((a) => a.name === 'helper'), 'an archived agent leaves /meta');
+  await page.getByRole('button', { name: 'Restore agent' }).click();
+  await page.getByRole('button', { name: 'Archive agent' }).waitFor();
+  await page.goto(`${CONSOLE}#/agents`);
+  const row = page.locator('[data-testid="agent-table"] tr[data-agent="helper"]');
+  await row.waitFor();
+  assert.match(await row.textContent(), /v1.*v2.*published/);
+});
+
 // ---- admin ----
 
 const { page: admin } = await newPage();
@@ -491,6 +613,19 @@ await step('the admin logs in with the keyboard alone, focus always visible', as
   );
   await admin.keyboard.press('Enter');
   await admin.waitForURL(/#\/admin$/);
+});
+
+await step("admin: a tenant's agents, on the admin's pages", async () => {
+  await admin.goto(`${CONSOLE}#/admin/tenants/${settings.tenantId}`);
+  await admin.getByRole('link', { name: "The tenant's agents" }).click();
+  await admin.getByRole('heading', { name: 'Agents of this tenant' }).waitFor();
+  await admin.getByRole('link', { name: 'helper' }).click();
+  await admin.getByTestId('agent-description').waitFor();
+  assert.equal(await admin.getByTestId('agent-description').textContent(), hostileDescription);
+  assert.equal(await admin.locator('[data-testid="version-table"] tbody tr').count(), 2);
+  await check(admin, 'admin-agent', { dark: true });
+  await admin.goto(`${CONSOLE}#/admin`);
+  await admin.getByRole('heading', { name: 'Tenants' }).waitFor();
 });
 
 await step('admin: create a tenant whose name is markup, shown as text', async () => {

@@ -1,5 +1,6 @@
 // Admin (with the admin token): tenants created, suspended, deleted; a tenant's credentials
-// and tokens issued and revoked (secrets shown once), its quotas, usage and webhooks; and
+// and tokens issued and revoked (secrets shown once), its quotas, usage, webhooks and
+// agents (`#/admin/tenants/{id}/agents…`: the Agents page on the tenant's admin routes); and
 // the tenant pages opened as that tenant.
 
 import { useState } from 'preact/hooks';
@@ -8,9 +9,22 @@ import { ConfirmButton, ErrorNote, Loading, MoreButton, ShownOnce, Status, Time,
 import { href, navigate } from '../router.js';
 import { QuotaTable, UsageChart, since } from './usage.jsx';
 import { Webhooks } from './webhooks.jsx';
+import { Agents } from './agents.jsx';
 
 export function Admin({ route }) {
-  return route[0] === 'tenants' && route[1] ? <Tenant id={route[1]} key={route[1]} /> : <Tenants />;
+  if (route[0] !== 'tenants' || !route[1]) return <Tenants />;
+  const id = route[1];
+  if (route[2] === 'agents') {
+    return (
+      <div class="stack">
+        <p>
+          <a href={href(`admin/tenants/${id}`)}>← Tenant</a>
+        </p>
+        <Agents route={route.slice(3)} prefix={`/admin/tenants/${id}`} base={`admin/tenants/${id}/agents`} />
+      </div>
+    );
+  }
+  return <Tenant id={id} key={id} />;
 }
 
 function Tenants() {
@@ -158,6 +172,13 @@ function Tenant({ id }) {
       <section class="card">
         <h2>Usage</h2>
         <TenantUsage id={id} />
+      </section>
+      <section class="card">
+        <h2>Agents</h2>
+        <p>
+          <a href={href(`admin/tenants/${id}/agents`)}>The tenant's agents</a>: their versions, publish, roll back,
+          archive, edit.
+        </p>
       </section>
       <Webhooks prefix={`/admin/tenants/${id}`} nested />
     </div>

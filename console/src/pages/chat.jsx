@@ -67,7 +67,12 @@ const EXAMPLE_TOOLS = `[
 ]`;
 
 function NewSession() {
-  const [meta, error] = useLoad(() => api.meta(), []);
+  // `/meta` lists the platform's agents, then the tenant's published ones (by their names).
+  const [meta, error] = useLoad(async () => {
+    const [listed, own] = await Promise.all([api.meta(), api.agents().list()]);
+    const versions = new Map(own.agents.map((a) => [a.name, a.published_version]));
+    return { agents: (listed.agents || []).map((a) => ({ ...a, own: versions.get(a.name) })) };
+  }, []);
   const [name, setName] = useState(null);
   const [options, setOptions] = useState({});
   const [tools, setTools] = useState({});
@@ -125,7 +130,7 @@ function NewSession() {
         {agents.map((a) => (
           <option value={a.name} key={a.name}>
             {a.title || a.name} ({a.name}
-            {a.version ? ` v${a.version}` : ''}, platform)
+            {a.own ? `, yours: version ${a.own}` : `${a.version ? ` v${a.version}` : ''}, platform`})
           </option>
         ))}
       </select>

@@ -1,9 +1,9 @@
 // The pages, in the order the header lists them. `role` says whose token opens a page
 // (`tenant` or `admin`); `hidden` pages are reached by links only. A new page is a
-// component in this folder, its API calls in `../api.js`, and an entry here: the Agents
-// page (tenant-owned agents and their versions) takes its place after Chat.
+// component in this folder, its API calls in `../api.js`, and an entry here.
 
 import { Chat } from './chat.jsx';
+import { Agents } from './agents.jsx';
 import { Sessions } from './sessions.jsx';
 import { Inspector } from './inspector.jsx';
 import { Runs } from './runs.jsx';
@@ -13,6 +13,7 @@ import { Admin } from './admin.jsx';
 
 export const PAGES = [
   { path: 'chat', title: 'Chat', role: 'tenant', component: Chat },
+  { path: 'agents', title: 'Agents', role: 'tenant', component: Agents },
   { path: 'sessions', title: 'Sessions', role: 'tenant', component: Sessions },
   { path: 'turns', title: 'Turn inspector', role: 'tenant', component: Inspector },
   { path: 'runs', title: 'Runs & tasks', role: 'tenant', component: Runs },

@@ -192,25 +192,28 @@ pub async fn get_agent_card(
     ))
 }
 
-/// The default agent's card (`a2a.default_agent`, else the first agent).
+/// The default agent's card: `a2a.default_agent`, else the first configured agent. The
+/// card is public, so an agent limited to some tenants is never it: the first agent every
+/// caller sees is, instead.
 #[utoipa::path(get, path = "/.well-known/agent-card.json", tag = "A2A",
     responses(
         (status = 200, description = "The default agent's card", body = crate::http::openapi::schemas::A2aObject,
             headers(("ETag" = String, description = "The card's version"))),
         (status = 304, description = "The card matches `If-None-Match`"),
-        (status = 404, description = "No agent is configured", body = crate::http::openapi::schemas::A2aStatus),
+        (status = 404, description = "No configured agent is public (every one is limited to some tenants)", body = crate::http::openapi::schemas::A2aStatus),
     ))]
 pub async fn get_default_card(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, A2aError> {
-    let name = &state.settings().a2a.default_agent;
-    let agent = if name.is_empty() {
-        state.agents().iter().next().cloned()
-    } else {
-        state.agents().get(name).cloned()
-    }
-    .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))?;
+    let agents = state.agents();
+    let public = |agent: &&std::sync::Arc<Agent>| agent.visible_to(None);
+    let agent = agents
+        .get(&state.settings().a2a.default_agent)
+        .filter(public)
+        .or_else(|| agents.iter().find(public))
+        .cloned()
+        .ok_or_else(|| A2aError::Http(ApiError::not_found("agent")))?;
     let base = crate::http::forwarded::base_url(&req, state.settings());
     Ok(card_response(
         &req,

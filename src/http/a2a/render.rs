@@ -104,7 +104,7 @@ impl TaskRenderer {
     /// The A2A events one engine event becomes (often none), each with its frame id.
     pub fn render(&mut self, event: &Event) -> Vec<(FrameId, StreamEvent)> {
         let mut out = Vec::new();
-        if self.identity.cancel_turn.as_ref() == Some(&event.turn_id) {
+        if self.identity.cancel_turn.is_some() && self.identity.cancel_turn == event.turn_id {
             if event.data.is_turn_stop() && self.status.state == State::InputRequired {
                 self.calls.clear();
                 out.push(self.set_status(State::Canceled, None, event.created_at));
@@ -169,6 +169,9 @@ impl TaskRenderer {
             }
             EventData::MessageStop {} => out.extend(self.close_message()),
             EventData::Usage { .. } | EventData::Compaction { .. } => {}
+            // A session's own event is in no turn, so in no task's stream (a task follows
+            // its turns); A2A has no event for it.
+            EventData::AgentVersionChange { .. } => {}
             EventData::TurnStop {
                 stop_reason, error, ..
             } => {
@@ -354,7 +357,7 @@ mod tests {
         Event {
             session_id: SessionId::generate(),
             seq,
-            turn_id: *turn,
+            turn_id: Some(*turn),
             data,
             created_at: crate::model::now(),
         }

@@ -159,6 +159,13 @@ impl AapRenderer {
                 }
                 vec![frame(seq, "turn_stop", data)]
             }
+            // A session's own event (only the session's stream has it, between turns): an
+            // extension frame AAP clients that do not know it ignore.
+            EventData::AgentVersionChange { agent, from, to } => vec![frame(
+                seq,
+                "agent_version_change",
+                json!({"agent": agent, "from": from, "to": to}),
+            )],
             EventData::MessageStart {}
             | EventData::MessageStop {}
             | EventData::Usage { .. }
@@ -204,7 +211,7 @@ mod tests {
             .map(|(i, data)| Event {
                 session_id: session,
                 seq: i as i64 + 1,
-                turn_id: turn,
+                turn_id: Some(turn),
                 data,
                 created_at: chrono::Utc::now(),
             })

@@ -108,7 +108,9 @@ pub async fn get_session(path: PathSession) -> Result<HttpResponse, ApiError> {
 
 /// Moves a session on a tenant agent to another kept version of the agent
 /// (`{"agent": {"version": 3}}`, an agentry extension): its next turns run that version.
-/// A session on a configured agent has no versions to move to.
+/// The move is an `agent_version_change` event of the session's log, between its turns
+/// (`GET /sessions/{id}/events` streams it); it is refused while a turn runs. A session on
+/// a configured agent has no versions to move to.
 #[utoipa::path(patch, path = "/sessions/{session_id}", tag = "AAP",
     security(("tenant" = [])),
     params(("session_id" = String, Path, description = "A session id (`sess_…`)")),
@@ -117,6 +119,7 @@ pub async fn get_session(path: PathSession) -> Result<HttpResponse, ApiError> {
         (status = 200, description = "The session", body = SessionInfo),
         (status = 400, description = "No such version kept, or the session's agent is a configured one", body = doc::ErrorBody),
         (status = 404, description = "No such session of this tenant", body = doc::ErrorBody),
+        (status = 409, description = "The session has a turn running (`session_busy`): move it once the turn ends", body = doc::ErrorBody),
     ))]
 pub async fn update_session(
     path: PathSession,

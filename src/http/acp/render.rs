@@ -126,7 +126,7 @@ impl RunRenderer {
     pub fn render(&mut self, event: &Event) -> Vec<(FrameId, EventObject)> {
         self.last_seq = event.seq;
         let mut out = Vec::new();
-        if self.identity.cancel_turn.as_ref() == Some(&event.turn_id) {
+        if self.identity.cancel_turn.is_some() && self.identity.cancel_turn == event.turn_id {
             if event.data.is_turn_stop() {
                 out.extend(self.cancel_awaiting(event.created_at));
             }
@@ -145,7 +145,7 @@ impl RunRenderer {
             EventData::TurnStart {} => {
                 self.calls.clear();
                 self.await_request = None;
-                if event.turn_id == self.identity.first_turn {
+                if event.turn_id == Some(self.identity.first_turn) {
                     out.push(EventObject::for_run(self.run()));
                 }
                 self.status = RunStatus::InProgress;
@@ -197,6 +197,9 @@ impl RunRenderer {
                 self.part(out, event, Last::Other, part);
             }
             EventData::Usage { .. } | EventData::Compaction { .. } | EventData::MessageStop {} => {}
+            // A session's own event is in no turn, so in no run's stream (a run follows its
+            // turns), and changes nothing of a run.
+            EventData::AgentVersionChange { .. } => {}
             EventData::TurnStop {
                 stop_reason,
                 error,
@@ -423,7 +426,7 @@ mod tests {
         Event {
             session_id: SessionId::generate(),
             seq,
-            turn_id: *turn,
+            turn_id: Some(*turn),
             data,
             created_at: crate::model::now(),
         }

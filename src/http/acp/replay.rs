@@ -116,7 +116,7 @@ pub fn stream(
             for (id, rendered) in renderer.render(&event) {
                 let wanted = match &cursor {
                     Cursor::After(after) => id > *after,
-                    Cursor::Turn(turn) => event.turn_id == *turn,
+                    Cursor::Turn(turn) => event.turn_id == Some(*turn),
                 };
                 if wanted {
                     yield frame(id, &rendered);

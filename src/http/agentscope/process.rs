@@ -207,7 +207,7 @@ async fn start(
     })?;
     let agent_name = explicit_agent
         .clone()
-        .unwrap_or_else(|| default_agent(state).to_owned());
+        .unwrap_or_else(|| default_agent(state, &auth.tenant_id).to_owned());
     let reference = match &session_key {
         Some(key) => Some(SessionRef::parse(key).ok_or_else(|| ApiError::not_found("session"))?),
         None => None,
@@ -295,18 +295,17 @@ async fn choose_agent(
         .map(|_| model.to_owned()))
 }
 
-fn default_agent(state: &AppState) -> &str {
-    let configured = &state.settings().agentscope.default_agent;
-    if configured.is_empty() {
-        state
-            .agents()
-            .iter()
-            .next()
-            .map(|a| a.name())
-            .unwrap_or_default()
-    } else {
-        configured
-    }
+/// `agentscope.default_agent` if the tenant sees it (an agent limited to other tenants is
+/// neither used nor named for it), else the first configured agent the tenant sees.
+fn default_agent<'a>(state: &'a AppState, tenant: &crate::model::TenantId) -> &'a str {
+    let agents = state.agents();
+    let sees = |agent: &&std::sync::Arc<crate::agents::Agent>| agent.visible_to(Some(tenant));
+    agents
+        .get(&state.settings().agentscope.default_agent)
+        .filter(sees)
+        .or_else(|| agents.iter().find(sees))
+        .map(|a| a.name())
+        .unwrap_or_default()
 }
 
 /// `tools: [{"type": "function", "function": {name, description, parameters}}]`.

@@ -143,6 +143,9 @@ impl AgentScopeRenderer {
             }
             EventData::MessageStart {} | EventData::Usage { .. } | EventData::Compaction { .. } => {
             }
+            // A session's own event is in no turn, so in no response's stream (a response
+            // is one turn); AgentScope has no event for it.
+            EventData::AgentVersionChange { .. } => {}
         }
         frames
     }
