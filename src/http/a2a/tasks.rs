@@ -70,7 +70,7 @@ pub fn replay(view: &RunView, before: Option<&Run>) -> TaskRenderer {
     for event in view
         .events
         .iter()
-        .filter(|e| before.is_none() || run.turns.contains(&e.turn_id))
+        .filter(|e| before.is_none() || e.turn_id.is_some_and(|t| run.turns.contains(&t)))
     {
         renderer.render(event);
     }
