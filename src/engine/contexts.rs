@@ -265,7 +265,7 @@ impl Engine {
                 .list_events_of_runs(tenant, ids, Deltas::AsStreamed)
                 .await?
             {
-                if let Some(run) = event.turn_id.and_then(|t| run_of.get(&t)) {
+                if let Some(run) = event.turn_id.and_then(|turn| run_of.get(&turn)) {
                     events.entry(*run).or_default().push(event);
                 }
             }

@@ -642,3 +642,233 @@ impl WriterTask {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::model::{
+        Content, HistoryType, Session, StopReason, StreamMode, Tenant, TenantStatus, Turn,
+        TurnStatus, Usage,
+    };
+    use crate::store::{AdmissionLimits, RunLink};
+
+    /// A migrated store: SQLite in a temporary directory, or a database of its own on the
+    /// PostgreSQL server of `TEST_POSTGRES_URL` when that is set.
+    async fn test_store() -> (Store, Option<tempfile::TempDir>) {
+        let (url, dir) = match std::env::var("TEST_POSTGRES_URL") {
+            Ok(server) if !server.is_empty() => {
+                use sqlx::Connection;
+                let name = format!("agentry_test_{}", uuid::Uuid::new_v4().simple());
+                let mut conn = sqlx::PgConnection::connect(&server).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+                let (base, query) = server.split_once('?').unwrap_or((&server, ""));
+                let base = base.rsplit_once('/').map_or(base, |(base, _)| base);
+                let query = if query.is_empty() {
+                    String::new()
+                } else {
+                    format!("?{query}")
+                };
+                (format!("{base}/{name}{query}"), None)
+            }
+            _ => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}", dir.path().join("agentry.db").display());
+                (url, Some(dir))
+            }
+        };
+        let settings =
+            crate::config::Settings::from_toml_layers(&[&format!("[database]\nurl = \"{url}\"\n")])
+                .unwrap();
+        let store = Store::connect(&settings.database).await.unwrap();
+        store.migrate().await.unwrap();
+        (store, dir)
+    }
+
+    /// A session of `tenant` with a turn running under `process`.
+    async fn running_turn(store: &Store, tenant: TenantId, process: &ProcessId) -> Turn {
+        let now = crate::model::now();
+        let session = Session {
+            id: SessionId::generate(),
+            tenant_id: tenant,
+            agent: "echo".into(),
+            agent_version: None,
+            server_tools: Vec::new(),
+            options: BTreeMap::new(),
+            sealed_options: BTreeMap::new(),
+            client_tools: Vec::new(),
+            alias: None,
+            created_at: now,
+            updated_at: now,
+        };
+        assert!(
+            store
+                .insert_session(&tenant, &session, &[], None)
+                .await
+                .unwrap()
+        );
+        let turn = Turn {
+            id: TurnId::generate(),
+            tenant_id: tenant,
+            session_id: session.id,
+            run_id: None,
+            status: TurnStatus::Running,
+            stream: StreamMode::None,
+            stop_reason: None,
+            error: None,
+            usage: Usage::default(),
+            idempotency_key: None,
+            request_hash: None,
+            first_seq: None,
+            last_seq: None,
+            created_at: now,
+            started_at: Some(now),
+            finished_at: None,
+            trace_parent: None,
+        };
+        store
+            .insert_turn(
+                &tenant,
+                &turn,
+                Some(process),
+                None,
+                None,
+                &[],
+                RunLink::None,
+                false,
+                None,
+                AdmissionLimits::default(),
+            )
+            .await
+            .unwrap();
+        turn
+    }
+
+    fn append(turn: &Turn, events: Vec<EventData>, history: Vec<HistoryMessage>) -> Append {
+        Append {
+            tenant: turn.tenant_id,
+            session: turn.session_id,
+            turn: turn.id,
+            run: None,
+            events,
+            history,
+            span: tracing::Span::none(),
+        }
+    }
+
+    /// A batch whose commit the database took but whose answer was lost (the connection
+    /// died) fails as a whole: retrying its appends would store them a second time.
+    #[tokio::test]
+    async fn a_batch_whose_commit_outcome_is_unknown_is_not_stored_twice() {
+        let (store, _dir) = test_store().await;
+        let tenant = Tenant {
+            id: TenantId::generate(),
+            name: "acme".into(),
+            status: TenantStatus::Active,
+            created_at: crate::model::now(),
+        };
+        store.insert_tenant(&tenant).await.unwrap();
+        let process = ProcessId::generate();
+        let lease = Duration::from_secs(60);
+        store.insert_process(&process, "test", lease).await.unwrap();
+        let turns = [
+            running_turn(&store, tenant.id, &process).await,
+            running_turn(&store, tenant.id, &process).await,
+        ];
+        let metrics = Metrics::new(false);
+        let writer = EventWriter::start(
+            store.clone(),
+            Arc::new(Fanout::new(16, metrics.clone())),
+            process,
+            1024,
+            Arc::new(Notify::new()),
+            metrics,
+            Ownership {
+                lease: Arc::new(Lease::new(lease, Duration::from_secs(1), true)),
+                controls: Arc::default(),
+            },
+        );
+
+        store
+            .faults
+            .lose_next_commit_answer
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Both appends are queued before the writer runs: one batch, one commit.
+        let mut receipts = Vec::new();
+        for turn in &turns {
+            let events = vec![
+                EventData::TurnStart {},
+                EventData::MessageStart {},
+                EventData::TextDelta {
+                    delta: "hello".into(),
+                },
+                EventData::MessageStop {},
+            ];
+            let history = vec![HistoryMessage::Assistant {
+                content: Content::Text("hello".into()),
+            }];
+            receipts.push(writer.append(append(turn, events, history)).await);
+        }
+        for receipt in receipts {
+            let answer = receipt.await.unwrap();
+            assert!(
+                matches!(answer, Err(StoreError::Unavailable(_))),
+                "an append whose commit was not answered is not acknowledged: {answer:?}"
+            );
+        }
+        assert!(
+            !store
+                .faults
+                .lose_next_commit_answer
+                .load(std::sync::atomic::Ordering::SeqCst),
+            "the commit met the fault"
+        );
+
+        for turn in &turns {
+            // The commit was taken once: its events and message are there once.
+            let events = store
+                .list_events(
+                    &tenant.id,
+                    &turn.session_id,
+                    Some(&turn.id),
+                    0,
+                    100,
+                    crate::store::Deltas::AsStreamed,
+                )
+                .await
+                .unwrap();
+            let starts = events
+                .iter()
+                .filter(|e| matches!(e.data, EventData::TurnStart {}))
+                .count();
+            assert_eq!(starts, 1, "turn {} stored twice: {events:?}", turn.id);
+            let history = store
+                .list_history(&tenant.id, &turn.session_id, HistoryType::Full)
+                .await
+                .unwrap();
+            assert_eq!(history.len(), 1, "{history:?}");
+            // The turn's end goes after what is durable of it.
+            let stop = writer
+                .append(append(
+                    turn,
+                    vec![EventData::TurnStop {
+                        stop_reason: StopReason::Error,
+                        error: Some(unstored(&StoreError::Unavailable("lost".into()))),
+                        usage: Usage::default(),
+                    }],
+                    Vec::new(),
+                ))
+                .await
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(stop[0].seq, events.last().unwrap().seq + 1);
+        }
+        store.close().await;
+    }
+}

@@ -342,6 +342,12 @@ impl Store {
                 tx.commit().await?;
             }
         }
+        #[cfg(test)]
+        if (self.faults.lose_next_commit_answer).swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Unavailable(
+                "the connection was lost before the commit was answered".into(),
+            ));
+        }
         Ok(enqueued)
     }
 

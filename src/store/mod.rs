@@ -150,6 +150,18 @@ pub struct Store {
     timeout: Duration,
     /// On SQLite, the tenants that may have webhook endpoints (see `webhook_outbox.rs`).
     webhook_tenants: std::sync::Arc<webhook_outbox::WebhookTenants>,
+    /// Faults a unit test makes the store meet.
+    #[cfg(test)]
+    pub(crate) faults: std::sync::Arc<Faults>,
+}
+
+/// Faults a unit test can make the store meet (compiled into unit tests only).
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Faults {
+    /// The next event append commits, then fails as if the connection had died before the
+    /// database's answer arrived: the caller cannot know whether it was stored.
+    pub lose_next_commit_answer: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -308,6 +320,8 @@ impl Store {
             db,
             timeout,
             webhook_tenants: Default::default(),
+            #[cfg(test)]
+            faults: Default::default(),
         })
     }
 
