@@ -4,5 +4,7 @@
 
 mod create;
 mod errors;
+mod manage;
+mod sdk;
 mod stream;
 mod wire;
