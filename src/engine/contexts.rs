@@ -47,7 +47,7 @@ pub enum ResumePart {
 pub struct RunView {
     pub run: Run,
     pub session: Session,
-    /// The session's agent; `None` once it is no longer configured.
+    /// The session's agent (when asked for); `None` once it is no longer configured.
     pub agent: Option<Arc<Agent>>,
     pub events: Vec<Event>,
     pub messages: Vec<RunMessage>,
@@ -60,21 +60,32 @@ impl RunView {
     }
 }
 
-/// Which parts of a run's view a face needs (the run, session and agent always come).
+/// Which parts of a run's view a face needs (the run and its session always come).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ViewParts {
+    pub agent: bool,
     pub events: bool,
     pub messages: bool,
 }
 
 impl ViewParts {
-    pub const ALL: ViewParts = ViewParts {
-        events: true,
-        messages: true,
+    /// The run and its session only.
+    pub const ROW: ViewParts = ViewParts {
+        agent: false,
+        events: false,
+        messages: false,
+    };
+    pub const AGENT: ViewParts = ViewParts {
+        agent: true,
+        ..ViewParts::ROW
     };
     pub const EVENTS: ViewParts = ViewParts {
         events: true,
-        messages: false,
+        ..ViewParts::AGENT
+    };
+    pub const ALL: ViewParts = ViewParts {
+        messages: true,
+        ..ViewParts::EVENTS
     };
 }
 
@@ -197,7 +208,10 @@ impl Engine {
                 .await
                 .map_err(|e| super::error::not_found(e, "session"))?,
         };
-        let agent = self.agent_of(&session).await?;
+        let agent = match parts.agent {
+            true => self.agent_of(&session).await?,
+            false => None,
+        };
         let events = match parts.events {
             true => self.run_events(&run).await?,
             false => Vec::new(),
@@ -276,6 +290,7 @@ impl Engine {
                 .ok_or(EngineError::NotFound("session"))?;
             let key = (session.agent.clone(), session.agent_version);
             let agent = match agents.get(&key) {
+                _ if !parts.agent => None,
                 Some(agent) => agent.clone(),
                 None => {
                     let agent = self.agent_of(&session).await?;

@@ -16,6 +16,7 @@ mod fanout;
 mod follow;
 mod histories;
 mod input;
+mod labels;
 mod lease;
 mod pager;
 mod parts;

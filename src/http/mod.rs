@@ -24,6 +24,7 @@ pub mod openapi;
 mod ops;
 mod pagination;
 pub mod ratelimit;
+mod responses;
 mod runs;
 mod schedules;
 mod sse;
@@ -306,6 +307,21 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         .get(agentscope::process::session_messages),
                 )
                 .service(web::resource("/health").get(agentscope::process::health)),
+        )
+        // the OpenAI Responses API (Open Responses)
+        .service(
+            web::scope("/v1")
+                .service(
+                    web::resource("/responses")
+                        .post(responses::create::create_response)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
+                    web::resource("/responses/{response_id}")
+                        .get(responses::read::get_response)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .default_service(web::to(responses::error::not_found)),
         )
         // ACP (BeeAI Agent Communication Protocol)
         .service(

@@ -23,6 +23,7 @@
 //! it: 401 and 403 on authenticated routes and 413 on routes with a body, in the error
 //! shape of the route's face.
 
+pub mod openai_schemas;
 pub mod schedule_schemas;
 pub mod schemas;
 
@@ -36,8 +37,8 @@ use utoipa::openapi::{Content, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    a2a, aap, acp, admin, agents, agentscope, docs, files, login, ops, runs, schedules, usage,
-    webhooks,
+    a2a, aap, acp, admin, agents, agentscope, docs, files, login, ops, responses, runs, schedules,
+    usage, webhooks,
 };
 
 /// Untagged enums whose variants can describe the same value (a variant of optional
@@ -188,14 +189,17 @@ pub const METRICS: &str = "metrics";
         a2a::rest::get_push_config,
         a2a::rest::delete_push_config,
         a2a::rest::get_extended_card,
+        responses::create::create_response,
+        responses::read::get_response,
     ),
-    components(schemas(schemas::ErrorBody, acp::wire::ErrorObject)),
+    components(schemas(schemas::ErrorBody, acp::wire::ErrorObject, responses::error::ErrorBody)),
     modifiers(&Conventions),
     tags(
         (name = "AAP", description = "Agent Application Protocol v3, with agentry's extensions (turn records, events, cancel, idempotency)"),
         (name = "AgentScope", description = "The AgentScope Runtime Agent API"),
         (name = "ACP", description = "The Agent Communication Protocol; errors are `{code, message, data}`"),
         (name = "A2A", description = "The Agent2Agent protocol, 1.0 and 0.3: JSON-RPC at `/a2a/{agent}`, HTTP+JSON under it (0.3's under `/a2a/{agent}/v1`); REST errors are `google.rpc.Status` bodies"),
+        (name = "OpenAI", description = "The OpenAI Responses API (Open Responses) under `/v1`: a response is a turn, a conversation a session; errors are `{\"error\": {message, type, param, code}}`"),
         (name = "agents", description = "A tenant's own agents: immutable versions, publish, rollback, archive; sessions pin the version they were opened on"),
         (name = "tenant", description = "The calling tenant's own usage and quotas"),
         (name = "admin", description = "Tenants, their credentials and API tokens, usage"),
@@ -313,6 +317,8 @@ impl Modify for Conventions {
         for (path, item) in openapi.paths.paths.iter_mut() {
             let error = if path.starts_with("/acp/") {
                 schema_ref::<acp::wire::ErrorObject>()
+            } else if path.starts_with("/v1/") {
+                schema_ref::<responses::error::ErrorBody>()
             } else if path.starts_with("/a2a/") || path.starts_with("/.well-known/") {
                 schema_ref::<schemas::A2aStatus>()
             } else {

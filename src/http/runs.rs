@@ -1,21 +1,19 @@
 //! `GET /runs`: the calling tenant's runs (ACP runs and A2A tasks: the engine keeps both as
 //! runs), most recently changed first, each with its session, agent and turns.
 
-use std::collections::HashMap;
-
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::app::AppState;
-use crate::engine::{RunCursor, RunFilter};
+use crate::engine::{RunCursor, RunFilter, ViewParts};
 use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::schemas as doc;
 use crate::http::pagination;
-use crate::model::{RunId, RunStatus, SessionId};
+use crate::model::{RunId, RunStatus};
 
 const DEFAULT_LIMIT: u32 = 20;
 const MAX_LIMIT: u32 = 100;
@@ -126,28 +124,24 @@ pub async fn list_runs(
         .await?;
     let more = listed.len() > limit as usize;
     let page = &listed[..listed.len().min(limit as usize)];
-    let mut agents: HashMap<SessionId, String> = HashMap::new();
-    let mut runs = Vec::with_capacity(page.len());
-    for item in page {
-        let run = state.engine().get_run(&tenant, &item.id).await?;
-        let agent = match agents.get(&run.session_id) {
-            Some(agent) => agent.clone(),
-            None => {
-                let session = state.engine().get_session(&tenant, &run.session_id).await?;
-                agents.insert(run.session_id, session.agent.clone());
-                session.agent
-            }
-        };
-        runs.push(RunInfo {
-            run_id: run.id.to_string(),
-            session_id: run.session_id.to_string(),
-            agent,
-            status: run.status,
-            turns: run.turns.iter().map(ToString::to_string).collect(),
-            created_at: run.created_at,
-            updated_at: run.updated_at,
-        });
-    }
+    // The page's runs and sessions: one read each, whatever the page's size.
+    let ids: Vec<RunId> = page.iter().map(|item| item.id).collect();
+    let views = state
+        .engine()
+        .run_views(&tenant, &ids, ViewParts::ROW)
+        .await?;
+    let runs: Vec<RunInfo> = views
+        .into_iter()
+        .map(|view| RunInfo {
+            run_id: view.run.id.to_string(),
+            session_id: view.run.session_id.to_string(),
+            agent: view.session.agent,
+            status: view.run.status,
+            turns: view.run.turns.iter().map(ToString::to_string).collect(),
+            created_at: view.run.created_at,
+            updated_at: view.run.updated_at,
+        })
+        .collect();
     let next = match (more, page.last()) {
         (true, Some(last)) => Some(encode(&RunCursor {
             updated_at: last.updated_at,

@@ -452,3 +452,43 @@ impl Store {
             }))
     }
 }
+
+impl Store {
+    /// Attaches a client's labels (a JSON object as text) to the tenant's turn.
+    pub async fn set_turn_labels(
+        &self,
+        tenant: &TenantId,
+        turn: &TurnId,
+        labels: &str,
+    ) -> Result<(), StoreError> {
+        let done = with_writer!(self, |pool| {
+            sqlx::query("UPDATE turns SET labels = $3 WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(turn)
+                .bind(labels)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        if done == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// The labels attached to the tenant's turn, if any.
+    pub async fn get_turn_labels(
+        &self,
+        tenant: &TenantId,
+        turn: &TurnId,
+    ) -> Result<Option<String>, StoreError> {
+        let row: Option<(Option<String>,)> = with_db!(self, |pool| {
+            sqlx::query_as("SELECT labels FROM turns WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(turn)
+                .fetch_optional(pool)
+                .await
+        })?;
+        row.ok_or(StoreError::NotFound).map(|(labels,)| labels)
+    }
+}

@@ -42,6 +42,7 @@ mod providers;
 mod queueing;
 mod quickstart;
 mod quotas;
+mod responses;
 mod round_trips;
 mod run_webhooks;
 mod schedules;

@@ -119,8 +119,8 @@ pub async fn list_tasks(call: &Call, params: &Params) -> Result<Value, A2aError>
     // The page's runs, sessions, events and messages: one read each for the whole page.
     let ids: Vec<RunId> = page.iter().map(|listed| listed.id).collect();
     let parts = ViewParts {
-        events: true,
         messages: history_length != Some(0),
+        ..ViewParts::EVENTS
     };
     let views = call
         .state

@@ -63,7 +63,7 @@ pub fn identity_of(view: &RunView) -> RunIdentity {
 
 /// Who the run is, for rendering (its view without its events).
 pub async fn identity(state: &AppState, run: &Run) -> Result<RunIdentity, AcpError> {
-    Ok(identity_of(&view(state, run, ViewParts::default()).await?))
+    Ok(identity_of(&view(state, run, ViewParts::AGENT).await?))
 }
 
 /// Every stored event of the run's turns, rendered: the renderer holds the run as it

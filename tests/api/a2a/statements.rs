@@ -49,6 +49,21 @@ async fn counted(app: &TestApp, token: &str, method: &str, params: Value) -> (Va
     (reply["result"].clone(), statements_of(&id))
 }
 
+/// A GET made with a request id of its own; its body and statement count.
+async fn counted_get(app: &TestApp, token: &str, path: &str) -> (Value, usize) {
+    let id = format!("count-{}", uuid::Uuid::new_v4().simple());
+    let response = app
+        .client
+        .get(app.url(path))
+        .bearer_auth(token)
+        .header("X-Request-Id", &id)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    (response.json().await.unwrap(), statements_of(&id))
+}
+
 async fn app_with_gpt(server: &ScriptedOpenAi) -> TestApp {
     let config = format!(
         "[[agents]]\nname = \"gpt\"\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n\
@@ -157,10 +172,17 @@ async fn reading_tasks_runs_as_many_statements_whatever_their_history_or_number(
         )
         .await;
         assert_eq!(listed["tasks"].as_array().unwrap().len(), tasks, "{listed}");
-        counts.push((turns, tasks, get_count, list_count));
+        // The same tasks as runs, listed across faces.
+        let (runs, runs_count) = counted_get(&app, &token, "/runs?limit=100").await;
+        assert_eq!(runs["runs"].as_array().unwrap().len(), tasks, "{runs}");
+        counts.push((turns, tasks, get_count, list_count, runs_count));
     }
-    eprintln!("statements (turns, tasks, GetTask, ListTasks): {counts:?}");
-    for (turns, tasks, get_count, list_count) in &counts {
+    eprintln!("statements (turns, tasks, GetTask, ListTasks, GET /runs): {counts:?}");
+    for (turns, tasks, get_count, list_count, runs_count) in &counts {
+        assert!(
+            *runs_count <= LIST_BOUND,
+            "GET /runs of {tasks} runs ran {runs_count} statements"
+        );
         assert!(
             *get_count <= BOUND,
             "GetTask of a task of {turns} turns ran {get_count} statements"
@@ -175,7 +197,7 @@ async fn reading_tasks_runs_as_many_statements_whatever_their_history_or_number(
 /// The most statements `GetTask` may run (authentication included).
 const BOUND: usize = 8;
 
-/// The most statements a page of `ListTasks` may run (authentication included): the page
+/// The most statements a page of `ListTasks` (or of `GET /runs`) may run (authentication included): the page
 /// and its count, then one read each of its runs, their turns, sessions, events and
 /// messages.
 const LIST_BOUND: usize = 12;

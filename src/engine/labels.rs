@@ -1,0 +1,41 @@
+//! Labels: a JSON object a client attaches to a turn and reads back with it. The engine
+//! keeps them and never interprets them; a face stores there what its protocol's request
+//! names that a turn does not (a caller's metadata, how the request asked to be answered).
+
+use serde_json::{Map, Value};
+
+use super::error::{EngineError, not_found};
+use super::runner::Engine;
+use crate::model::{TenantId, TurnId};
+
+impl Engine {
+    /// Attaches `labels` to the tenant's turn, replacing any it had.
+    pub async fn set_turn_labels(
+        &self,
+        tenant: &TenantId,
+        turn: &TurnId,
+        labels: &Map<String, Value>,
+    ) -> Result<(), EngineError> {
+        let text = Value::Object(labels.clone()).to_string();
+        self.store
+            .set_turn_labels(tenant, turn, &text)
+            .await
+            .map_err(|e| not_found(e, "turn"))
+    }
+
+    /// The labels attached to the tenant's turn (empty when none were).
+    pub async fn turn_labels(
+        &self,
+        tenant: &TenantId,
+        turn: &TurnId,
+    ) -> Result<Map<String, Value>, EngineError> {
+        let text = self
+            .store
+            .get_turn_labels(tenant, turn)
+            .await
+            .map_err(|e| not_found(e, "turn"))?;
+        Ok(text
+            .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok())
+            .unwrap_or_default())
+    }
+}

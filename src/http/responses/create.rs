@@ -1,0 +1,232 @@
+//! `POST /v1/responses`: a response is a turn. Without `previous_response_id` or
+//! `conversation` it opens a new session of the agent `model` names, seeded with the
+//! input's earlier messages; with one of them it is the next turn of that session. The
+//! request waits for the turn to stop, streams its events (`stream`), or answers at once
+//! (`background`).
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::error::{ErrorBody, OpenAiError};
+use super::ids::conversation_id;
+use super::labels::ResponseLabels;
+use super::load::{Loaded, identity, snapshot};
+use super::parse::{
+    CreateRequest, conversation_not_found, parse_create, parse_object, previous_not_found,
+};
+use super::render::Renderer;
+use super::stream;
+use crate::agents::SessionConfigRequest;
+use crate::app::AppState;
+use crate::engine::{EngineError, InputMessage, Page, StoreError, TurnRequest, split_input};
+use crate::http::TenantAuth;
+use crate::http::error::ApiError;
+use crate::model::{HistoryMessage, Session, StreamMode, TenantId};
+
+pub fn model_not_found(model: &str, hint: &str) -> OpenAiError {
+    OpenAiError::not_found(format!(
+        "The model `{model}` does not exist or you do not have access to it; {hint}"
+    ))
+    .code("model_not_found")
+    .param("model")
+}
+
+/// The session the response continues (or a new one), and the turn's new messages.
+async fn session_for(
+    state: &AppState,
+    tenant: &TenantId,
+    request: &CreateRequest,
+) -> Result<(Session, Vec<InputMessage>), OpenAiError> {
+    let engine = state.engine();
+    let agent = engine
+        .find_agent(Some(tenant), &request.agent)
+        .await?
+        .ok_or_else(|| model_not_found(&request.model, &engine.agents_listed(Some(tenant))))?;
+    let continued = match (&request.previous_response, &request.conversation) {
+        (Some((raw, turn)), _) => {
+            let turn = engine
+                .find_turn(tenant, turn)
+                .await?
+                .ok_or_else(|| previous_not_found(raw))?;
+            let page = Page {
+                after: None,
+                limit: 1,
+            };
+            let (latest, _) = engine.list_turns(tenant, &turn.session_id, page).await?;
+            if latest.first().map(|t| t.id) != Some(turn.id) {
+                return Err(OpenAiError::invalid(
+                    "previous_response_id",
+                    format!(
+                        "'{raw}' is not the latest response of its conversation: a response \
+                         continues only from the latest one (forks are not supported)"
+                    ),
+                ));
+            }
+            Some(get_session(state, tenant, &turn.session_id, || previous_not_found(raw)).await?)
+        }
+        (None, Some((raw, session))) => {
+            Some(get_session(state, tenant, session, || conversation_not_found(raw)).await?)
+        }
+        (None, None) => None,
+    };
+    let input = request.input.clone();
+    let Some(session) = continued else {
+        let (history, new) = split_trailing(input)?;
+        let config = SessionConfigRequest {
+            client_tools: request.tools.clone(),
+            ..SessionConfigRequest::default()
+        };
+        let session = engine
+            .create_session_on_version(tenant, agent.name(), request.version, config, history)
+            .await
+            .map_err(|e| input_error(e, "input"))?;
+        return Ok((session, new));
+    };
+    if session.agent != agent.name()
+        || request
+            .version
+            .is_some_and(|v| session.agent_version.map(|(_, sv)| sv) != Some(v))
+    {
+        return Err(OpenAiError::invalid(
+            "model",
+            format!(
+                "this conversation is with `{}`; its model cannot change",
+                session.agent
+            ),
+        ));
+    }
+    let (history, new) = split_trailing(input)?;
+    if !history.is_empty() {
+        return Err(OpenAiError::invalid(
+            "input",
+            "a response that continues a conversation brings only user messages and \
+             function_call_output items",
+        ));
+    }
+    Ok((session, new))
+}
+
+fn split_trailing(
+    input: Vec<HistoryMessage>,
+) -> Result<(Vec<HistoryMessage>, Vec<InputMessage>), OpenAiError> {
+    split_input(input).ok_or_else(|| {
+        OpenAiError::invalid(
+            "input",
+            "must end with a user message or function_call_output items",
+        )
+    })
+}
+
+async fn get_session(
+    state: &AppState,
+    tenant: &TenantId,
+    session: &crate::model::SessionId,
+    missing: impl FnOnce() -> OpenAiError,
+) -> Result<Session, OpenAiError> {
+    match state.engine().get_session(tenant, session).await {
+        Err(EngineError::Store(StoreError::NotFound)) | Err(EngineError::NotFound(_)) => {
+            Err(missing())
+        }
+        other => Ok(other?),
+    }
+}
+
+/// The engine's refusal of the input, naming the parameter.
+fn input_error(error: EngineError, param: &str) -> OpenAiError {
+    match error {
+        EngineError::Invalid(field) => {
+            OpenAiError::invalid(param, format!("{}: {}", field.field, field.message))
+        }
+        other => other.into(),
+    }
+}
+
+/// Creates a response.
+#[utoipa::path(post, path = "/v1/responses", tag = "OpenAI", operation_id = "openai_create_response",
+    security(("tenant" = [])),
+    request_body = crate::http::openapi::openai_schemas::OpenAiCreateResponse,
+    responses(
+        (status = 200, description = "The Response once it stopped (or at once, `queued`, with `background`); with `stream` its events as SSE ending with `data: [DONE]`",
+            content((crate::http::openapi::openai_schemas::OpenAiResponse = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "The body is not a valid request (`param` names the field), or `previous_response_id` names no response", body = ErrorBody),
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 404, description = "No such model (agent) or conversation", body = ErrorBody),
+        (status = 409, description = "The conversation is running another response", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 429, description = "A quota or the queue is full (`Retry-After`)", body = ErrorBody),
+        (status = 503, description = "The server is shutting down", body = ErrorBody),
+    ))]
+pub async fn create_response(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<HttpResponse, OpenAiError> {
+    let tenant = auth?.tenant_id;
+    let object = parse_object(body)?;
+    let request = parse_create(&object)?;
+    let (session, messages) = session_for(&state, &tenant, &request).await?;
+    let started = state
+        .engine()
+        .start_turn(
+            &tenant,
+            &session.id,
+            TurnRequest {
+                agent_name: None,
+                agent: SessionConfigRequest {
+                    client_tools: request.tools.clone(),
+                    ..SessionConfigRequest::default()
+                },
+                messages,
+                stream: StreamMode::Delta,
+                idempotency_key: None,
+                fingerprint: TurnRequest::fingerprint_of(&Value::Object(object.clone())),
+            },
+        )
+        .await
+        .map_err(|e| input_error(e, "input"))?;
+    let labels = ResponseLabels {
+        model: Some(request.model.clone()),
+        background: request.background,
+        metadata: request.metadata.clone(),
+        previous_response_id: request
+            .previous_response
+            .as_ref()
+            .map(|(raw, _)| raw.clone()),
+        conversation: request
+            .conversation
+            .as_ref()
+            .map(|_| conversation_id(&session.id)),
+    };
+    state
+        .engine()
+        .set_turn_labels(&tenant, &started.turn.id, &labels.to_map())
+        .await?;
+    let turn = started.turn.clone();
+    let identity = identity(&turn, &session, labels, request.tools.as_deref());
+    if request.stream {
+        let frames = stream::frames(&state, tenant, session.id, identity, None);
+        return Ok(stream::response(&state, frames));
+    }
+    if request.background {
+        let queued = Renderer::new(identity).snapshot();
+        return Ok(HttpResponse::build(StatusCode::OK).json(queued));
+    }
+    state
+        .engine()
+        .follow_started(started)
+        .for_each(|_| async {})
+        .await;
+    let turn = state
+        .engine()
+        .get_turn(&tenant, &session.id, &turn.id)
+        .await?;
+    let loaded = Loaded {
+        turn,
+        session,
+        identity,
+    };
+    Ok(HttpResponse::Ok().json(snapshot(&state, &loaded).await?))
+}

@@ -1,0 +1,8 @@
+//! The OpenAI face (`/v1`): the Responses API's objects and semantic SSE events, replay
+//! from a sequence number, background responses, function tools round trips,
+//! conversations shared with AAP, errors in OpenAI's shape and tenant isolation.
+
+mod create;
+mod errors;
+mod stream;
+mod wire;
