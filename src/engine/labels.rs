@@ -1,12 +1,13 @@
-//! Labels: a JSON object a client attaches to a turn and reads back with it. The engine
-//! keeps them and never interprets them; a face stores there what its protocol's request
-//! names that a turn does not (a caller's metadata, how the request asked to be answered).
+//! A turn's own reads: the history it recorded, and its labels: a JSON object a client
+//! attaches to a turn and reads back with it. The engine keeps labels and never interprets
+//! them; a face stores there what its protocol's request names that a turn does not (a
+//! caller's metadata, how the request asked to be answered).
 
 use serde_json::{Map, Value};
 
 use super::error::{EngineError, not_found};
 use super::runner::Engine;
-use crate::model::{TenantId, TurnId};
+use crate::model::{HistoryMessage, SessionId, TenantId, TurnId};
 
 impl Engine {
     /// Attaches `labels` to the tenant's turn, replacing any it had.
@@ -37,5 +38,16 @@ impl Engine {
         Ok(text
             .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok())
             .unwrap_or_default())
+    }
+
+    /// The full-history messages a turn recorded: the user messages and tool results it
+    /// brought, and what the agent wrote, in order.
+    pub async fn turn_history(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        turn: &TurnId,
+    ) -> Result<Vec<HistoryMessage>, EngineError> {
+        Ok(self.store.list_turn_history(tenant, session, turn).await?)
     }
 }

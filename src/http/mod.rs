@@ -319,6 +319,17 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .service(
                     web::resource("/responses/{response_id}")
                         .get(responses::read::get_response)
+                        .delete(responses::manage::delete_response)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
+                    web::resource("/responses/{response_id}/cancel")
+                        .post(responses::manage::cancel_response)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
+                    web::resource("/responses/{response_id}/input_items")
+                        .get(responses::input_items::list_input_items)
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
                 .default_service(web::to(responses::error::not_found)),

@@ -8,7 +8,7 @@ use super::Stamp;
 
 use super::{Store, StoreError, with_db};
 use crate::model::HistoryType;
-use crate::model::{HistoryMessage, SessionId, TenantId};
+use crate::model::{HistoryMessage, SessionId, TenantId, TurnId};
 
 /// The number of messages of a session's full history and their stored bytes.
 pub(super) const HISTORY_SIZE: &str = "SELECT COUNT(*), CAST(COALESCE(SUM(h.bytes), 0) AS BIGINT) \
@@ -317,5 +317,30 @@ impl Store {
             .await
         })?;
         Ok(row.map(|(Json(message), at)| (message, at.0)))
+    }
+}
+
+impl Store {
+    /// The full-history messages one turn recorded (what it brought and what it wrote), in
+    /// order.
+    pub async fn list_turn_history(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        turn: &TurnId,
+    ) -> Result<Vec<HistoryMessage>, StoreError> {
+        let rows: Vec<Json<HistoryMessage>> = with_db!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT h.message FROM history h JOIN sessions s ON s.id = h.session_id \
+                 WHERE s.tenant_id = $1 AND h.session_id = $2 AND h.turn_id = $3 \
+                 ORDER BY h.position",
+            )
+            .bind(tenant)
+            .bind(session)
+            .bind(turn)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(|Json(m)| m).collect())
     }
 }

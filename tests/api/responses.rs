@@ -4,5 +4,6 @@
 
 mod create;
 mod errors;
+mod manage;
 mod stream;
 mod wire;

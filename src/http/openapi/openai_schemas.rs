@@ -64,3 +64,22 @@ pub struct OpenAiResponse {
     pub metadata: Map<String, Value>,
     pub tools: Vec<Value>,
 }
+
+/// A deleted object: `{id, object, deleted: true}`.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiDeleted {
+    pub id: String,
+    pub object: String,
+    pub deleted: bool,
+}
+
+/// A list page.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiList {
+    /// `list`
+    pub object: String,
+    pub data: Vec<Value>,
+    pub first_id: Option<String>,
+    pub last_id: Option<String>,
+    pub has_more: bool,
+}

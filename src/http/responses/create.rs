@@ -199,13 +199,14 @@ pub async fn create_response(
             .conversation
             .as_ref()
             .map(|_| conversation_id(&session.id)),
+        deleted: false,
     };
     state
         .engine()
         .set_turn_labels(&tenant, &started.turn.id, &labels.to_map())
         .await?;
     let turn = started.turn.clone();
-    let identity = identity(&turn, &session, labels, request.tools.as_deref());
+    let identity = identity(&turn, &session, labels.clone(), request.tools.as_deref());
     if request.stream {
         let frames = stream::frames(&state, tenant, session.id, identity, None);
         return Ok(stream::response(&state, frames));
@@ -227,6 +228,7 @@ pub async fn create_response(
         turn,
         session,
         identity,
+        labels,
     };
     Ok(HttpResponse::Ok().json(snapshot(&state, &loaded).await?))
 }

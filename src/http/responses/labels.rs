@@ -17,6 +17,9 @@ pub struct ResponseLabels {
     pub previous_response_id: Option<String>,
     #[serde(default)]
     pub conversation: Option<String>,
+    /// `DELETE /v1/responses/{id}` hides the response from this face.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 impl ResponseLabels {

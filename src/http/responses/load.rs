@@ -20,6 +20,7 @@ pub struct Loaded {
     pub turn: Turn,
     pub session: Session,
     pub identity: Identity,
+    pub labels: ResponseLabels,
 }
 
 pub fn response_not_found(id: &str) -> OpenAiError {
@@ -39,11 +40,15 @@ pub async fn load(state: &AppState, tenant: &TenantId, id: &str) -> Result<Loade
         other => other?,
     };
     let labels = ResponseLabels::from_map(state.engine().turn_labels(tenant, &turn.id).await?);
-    let identity = identity(&turn, &session, labels, None);
+    if labels.deleted {
+        return Err(response_not_found(id));
+    }
+    let identity = identity(&turn, &session, labels.clone(), None);
     Ok(Loaded {
         turn,
         session,
         identity,
+        labels,
     })
 }
 

@@ -6,8 +6,10 @@
 pub mod create;
 pub mod error;
 pub mod ids;
+pub mod input_items;
 pub mod labels;
 pub mod load;
+pub mod manage;
 pub mod parse;
 pub mod read;
 pub mod render;

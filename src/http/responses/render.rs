@@ -176,7 +176,6 @@ impl Renderer {
         match (error, reason) {
             (Some(error), _) if error.code == TurnError::CANCELLED => {
                 self.status = "cancelled";
-                self.error = Some(json!({"code": error.code, "message": error.message}));
             }
             (Some(error), _) => {
                 self.status = "failed";
