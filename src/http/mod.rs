@@ -332,6 +332,16 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         .get(responses::input_items::list_input_items)
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
+                .service(
+                    web::resource("/models")
+                        .get(responses::models::list_models)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
+                    web::resource("/models/{model}")
+                        .get(responses::models::get_model)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
                 .default_service(web::to(responses::error::not_found)),
         )
         // ACP (BeeAI Agent Communication Protocol)

@@ -194,6 +194,8 @@ pub const METRICS: &str = "metrics";
         responses::manage::cancel_response,
         responses::manage::delete_response,
         responses::input_items::list_input_items,
+        responses::models::list_models,
+        responses::models::get_model,
     ),
     components(schemas(schemas::ErrorBody, acp::wire::ErrorObject, responses::error::ErrorBody)),
     modifiers(&Conventions),

@@ -5,5 +5,6 @@
 mod create;
 mod errors;
 mod manage;
+mod sdk;
 mod stream;
 mod wire;

@@ -10,6 +10,7 @@ pub mod input_items;
 pub mod labels;
 pub mod load;
 pub mod manage;
+pub mod models;
 pub mod parse;
 pub mod read;
 pub mod render;

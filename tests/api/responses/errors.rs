@@ -226,3 +226,35 @@ async fn another_tenants_responses_and_conversations_are_not_found() {
         StatusCode::OK
     );
 }
+
+#[tokio::test]
+async fn models_are_the_agents_the_tenant_may_use() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let list = app.get("/v1/models", &token).await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.text);
+    assert_eq!(list.body["object"], "list");
+    let ids: Vec<&str> = list.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["echo", "tooly", "slow", "thinker"]);
+    assert_eq!(
+        list.body["data"][0],
+        json!({"id": "echo", "object": "model", "created": 0, "owned_by": "agentry"})
+    );
+    let one = app.get("/v1/models/echo", &token).await;
+    assert_eq!(one.body, list.body["data"][0]);
+    let missing = app.get("/v1/models/nobody", &token).await;
+    assert_error(
+        &missing,
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        Some("model"),
+    );
+    assert_eq!(missing.body["error"]["code"], "model_not_found");
+    let anonymous = app.request(Method::GET, "/v1/models", None, None).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+}

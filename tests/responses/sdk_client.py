@@ -1,0 +1,128 @@
+"""The official openai Python SDK drives agentry's /v1 face.
+
+usage: sdk_client.py BASE_URL TOKEN
+
+Agents: `echo` answers at once, `slow` writes one character every 50 ms, `gpt` is a
+scripted model that first calls the function `get_weather`, then answers its output.
+Every step checks what the SDK got; the last line printed is "all steps passed".
+"""
+
+import sys
+
+import openai
+from openai import OpenAI
+
+base, token = sys.argv[1], sys.argv[2]
+client = OpenAI(base_url=f"{base}/v1", api_key=token, max_retries=0)
+
+
+def step(name):
+    print(f"step: {name}", flush=True)
+
+
+step("models")
+ids = [m.id for m in client.models.list()]
+assert "echo" in ids and "slow" in ids and "gpt" in ids, ids
+assert client.models.retrieve("echo").id == "echo"
+
+step("create")
+response = client.responses.create(model="echo", input="Hello, world!", metadata={"k": "v"})
+assert response.status == "completed", response
+assert response.output_text == "Hello, world!", response.output_text
+assert response.id.startswith("resp_")
+assert response.usage.total_tokens > 0
+assert response.metadata == {"k": "v"}
+
+step("retrieve")
+again = client.responses.retrieve(response.id)
+assert again.model_dump() == response.model_dump()
+
+step("input items")
+items = client.responses.input_items.list(response.id)
+assert [i.type for i in items.data] == ["message"], items
+assert items.data[0].role == "user"
+assert items.data[0].content[0].text == "Hello, world!"
+
+step("previous_response_id")
+follow = client.responses.create(model="echo", input="And again", previous_response_id=response.id)
+assert follow.previous_response_id == response.id
+assert follow.output_text == "And again"
+
+step("stream (raw)")
+events = list(client.responses.create(model="echo", input="Stream me, please", stream=True))
+assert [e.sequence_number for e in events] == list(range(len(events)))
+assert events[0].type == "response.created" and events[-1].type == "response.completed"
+deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+assert deltas == "Stream me, please", deltas
+
+step("stream (helper)")
+with client.responses.stream(model="echo", input="Helper stream") as stream:
+    kinds = [event.type for event in stream]
+    final = stream.get_final_response()
+assert final.output_text == "Helper stream", final
+assert "response.output_text.done" in kinds
+
+step("background, resumed after dropping the stream")
+background = client.responses.create(model="slow", input="b" * 30, background=True)
+assert background.status == "queued" and background.background
+first = client.responses.retrieve(background.id, stream=True)
+seen = []
+for event in first:
+    seen.append(event)
+    if event.type == "response.output_text.delta" and len(seen) >= 6:
+        break
+first.close()
+last = seen[-1].sequence_number
+rest = list(client.responses.retrieve(background.id, stream=True, starting_after=last))
+assert rest[0].sequence_number == last + 1, rest[0]
+assert rest[-1].type == "response.completed"
+text = "".join(e.delta for e in seen + rest if e.type == "response.output_text.delta")
+assert text == "b" * 30, text
+assert client.responses.retrieve(background.id).status == "completed"
+
+step("cancel")
+running = client.responses.create(model="slow", input="c" * 200, background=True)
+cancelled = client.responses.cancel(running.id)
+assert cancelled.status == "cancelled", cancelled
+assert client.responses.retrieve(running.id).status == "cancelled"
+
+step("delete")
+client.responses.delete(response.id)
+try:
+    client.responses.retrieve(response.id)
+    raise AssertionError("a deleted response was found")
+except openai.NotFoundError:
+    pass
+
+step("function tool round trip")
+tools = [{
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "strict": None,
+}]
+asked = client.responses.create(model="gpt", input="Weather in Paris?", tools=tools)
+calls = [item for item in asked.output if item.type == "function_call"]
+assert len(calls) == 1 and calls[0].name == "get_weather", asked.output
+assert calls[0].arguments == '{"city":"Paris"}', calls[0].arguments
+answered = client.responses.create(
+    model="gpt",
+    previous_response_id=asked.id,
+    input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"}],
+)
+assert answered.output_text == "Sunny in Paris.", answered
+
+step("errors")
+try:
+    client.responses.create(model="nobody", input="x")
+    raise AssertionError("an unknown model was accepted")
+except openai.NotFoundError as error:
+    assert error.code == "model_not_found", error.body
+try:
+    client.responses.create(model="echo", input="x", instructions="Be terse")
+    raise AssertionError("instructions were accepted")
+except openai.BadRequestError as error:
+    assert error.param == "instructions", error.body
+
+print("all steps passed", flush=True)
