@@ -45,6 +45,9 @@ pub enum EngineError {
     RunEnded(RunStatus),
     #[error("the history a request repeats is not the end of the session's stored history")]
     HistoryMismatch,
+    /// A user message to a session whose tool calls (`calls`, by id) wait for answers.
+    #[error("tool calls are pending and must be answered first: {}", .calls.join(", "))]
+    AwaitingInput { calls: Vec<String> },
     /// The context (session) named belongs to another agent, `owner`.
     #[error("the session belongs to agent `{owner}`")]
     WrongAgent { owner: String },

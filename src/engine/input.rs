@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
+use super::error::EngineError;
 use crate::model::{Content, ContentBlock, FieldError, HistoryMessage};
 
 /// One message of a turn request (AAP's ApplicationMessage).
@@ -127,15 +128,19 @@ pub fn pending_tool_calls<M: std::borrow::Borrow<HistoryMessage>>(
     pending
 }
 
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> EngineError {
+    EngineError::Invalid(FieldError::new(field, message))
+}
+
 /// A turn brings one user message, or exactly one answer per pending tool call: a result
 /// for a client tool's call, a permission for a server tool's (`is_server_tool`).
 pub fn check_input(
     messages: &[InputMessage],
     pending: &[PendingCall],
     is_server_tool: impl Fn(&str) -> bool,
-) -> Result<(), FieldError> {
+) -> Result<(), EngineError> {
     if messages.is_empty() {
-        return Err(FieldError::new("messages", "must not be empty"));
+        return Err(invalid("messages", "must not be empty"));
     }
     let users = messages
         .iter()
@@ -143,20 +148,14 @@ pub fn check_input(
         .count();
     if users > 0 {
         if messages.len() > 1 {
-            return Err(FieldError::new(
+            return Err(invalid(
                 "messages",
                 "a turn brings either one user message or tool results and permissions",
             ));
         }
         if !pending.is_empty() {
-            let ids: Vec<&str> = pending.iter().map(|c| c.id.as_str()).collect();
-            return Err(FieldError::new(
-                "messages",
-                format!(
-                    "tool calls are pending and must be answered first: {}",
-                    ids.join(", ")
-                ),
-            ));
+            let calls = pending.iter().map(|c| c.id.clone()).collect();
+            return Err(EngineError::AwaitingInput { calls });
         }
         return Ok(());
     }
@@ -165,7 +164,7 @@ pub fn check_input(
     for (i, message) in messages.iter().enumerate() {
         let id = message.answers().expect("not a user message");
         let Some(call) = pending.iter().find(|c| c.id == id) else {
-            return Err(FieldError::new(
+            return Err(invalid(
                 format!("messages[{i}].toolCallId"),
                 format!("no pending tool call has id `{id}`"),
             ));
@@ -173,7 +172,7 @@ pub fn check_input(
         let server = is_server_tool(&call.name);
         match message {
             InputMessage::ToolResult { .. } if server => {
-                return Err(FieldError::new(
+                return Err(invalid(
                     format!("messages[{i}].toolCallId"),
                     format!(
                         "`{id}` calls server tool `{}`: answer it with a tool_permission message",
@@ -182,7 +181,7 @@ pub fn check_input(
                 ));
             }
             InputMessage::ToolPermission { .. } if !server => {
-                return Err(FieldError::new(
+                return Err(invalid(
                     format!("messages[{i}].toolCallId"),
                     format!(
                         "`{id}` calls client tool `{}`: answer it with its result",
@@ -193,7 +192,7 @@ pub fn check_input(
             _ => {}
         }
         if !answered.insert(id) {
-            return Err(FieldError::new(
+            return Err(invalid(
                 format!("messages[{i}].toolCallId"),
                 format!("tool call `{id}` is answered twice"),
             ));
@@ -201,7 +200,7 @@ pub fn check_input(
     }
     let missing: Vec<&str> = pending_set.difference(&answered).copied().collect();
     if !missing.is_empty() {
-        return Err(FieldError::new(
+        return Err(invalid(
             "messages",
             format!(
                 "pending tool calls are not answered: {}",
@@ -316,14 +315,21 @@ mod tests {
         let a = [call("a")];
         let ab = [call("a"), call("b")];
         assert!(check_input(std::slice::from_ref(&user), &[], client).is_ok());
+        let field = |error: EngineError| match error {
+            EngineError::Invalid(field) => field,
+            other => panic!("not a field's error: {other:?}"),
+        };
         let twice = check_input(&[user.clone(), user.clone()], &[], client);
-        assert_eq!(twice.unwrap_err().field, "messages");
+        assert_eq!(field(twice.unwrap_err()).field, "messages");
         let early = check_input(std::slice::from_ref(&user), &a, client);
-        assert!(early.unwrap_err().message.contains('a'));
+        assert!(
+            matches!(early, Err(EngineError::AwaitingInput { ref calls }) if calls == &["a"]),
+            "{early:?}"
+        );
         let unknown = check_input(&[result("x")], &a, client);
-        assert_eq!(unknown.unwrap_err().field, "messages[0].toolCallId");
+        assert_eq!(field(unknown.unwrap_err()).field, "messages[0].toolCallId");
         let partial = check_input(&[result("a")], &ab, client);
-        assert!(partial.unwrap_err().message.contains('b'));
+        assert!(field(partial.unwrap_err()).message.contains('b'));
         assert!(check_input(&[result("a"), result("b")], &ab, client).is_ok());
         assert!(check_input(&[], &[], client).is_err());
         let permission = InputMessage::ToolPermission {

@@ -336,6 +336,9 @@ impl From<crate::engine::EngineError> for ApiError {
                 ErrorCode::RunEnded,
                 format!("the run has ended (its status is {status})"),
             ),
+            awaiting @ EngineError::AwaitingInput { .. } => {
+                ApiError::invalid("messages", awaiting.to_string())
+            }
             EngineError::WrongAgent { owner } => ApiError::invalid(
                 "agent",
                 format!("the session belongs to agent `{owner}`; a session's agent cannot change"),

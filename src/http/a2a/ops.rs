@@ -175,17 +175,10 @@ impl Call {
         let started = engine.start_run(&self.tenant, &session.id, request).await;
         match started {
             Ok((run, _)) => Ok((run, session)),
-            Err(EngineError::Invalid(_))
-                if !engine
-                    .pending_tool_calls(&self.tenant, &session.id)
-                    .await?
-                    .is_empty() =>
-            {
-                Err(A2aError::unsupported(
-                    "the context has a task waiting for input: answer it (a message with its \
+            Err(EngineError::AwaitingInput { .. }) => Err(A2aError::unsupported(
+                "the context has a task waiting for input: answer it (a message with its \
                      taskId) or cancel it first",
-                ))
-            }
+            )),
             Err(error) => Err(input_error(error, &message)),
         }
     }

@@ -78,6 +78,9 @@ fn input_error(error: EngineError, origins: &Origins) -> AcpError {
     match error {
         EngineError::InvalidInput(input) => AcpError::invalid(origins.at(input.part), input.reason),
         EngineError::Invalid(field) => AcpError::invalid(origins.at(None), field.message),
+        awaiting @ EngineError::AwaitingInput { .. } => {
+            AcpError::invalid(origins.at(None), awaiting.to_string())
+        }
         other => other.into(),
     }
 }
