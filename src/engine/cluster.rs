@@ -356,16 +356,25 @@ impl Engine {
 
     /// Whether this process can take turns now: it proves its lease and the database takes
     /// a write (a renewal of the lease: a write that changes the row, which SQLite cannot
-    /// skip), within `limit`.
+    /// skip), within `limit`. After a write was refused for a full disk, also one that needs
+    /// new space (a renewal made in place proves nothing then), until one succeeds.
     pub async fn can_write(&self, limit: Duration) -> Result<(), StoreError> {
         if !self.lease.is_held() {
             return Err(StoreError::Unavailable(
                 super::writer::LEASE_UNPROVEN.into(),
             ));
         }
-        let renewed = self.store.renew_process(&self.process, self.lease());
+        let renewed = async {
+            self.store
+                .renew_process(&self.process, self.lease())
+                .await?;
+            if self.store.storage_refused() {
+                self.store.probe_space().await?;
+            }
+            Ok(())
+        };
         match tokio::time::timeout(limit, renewed).await {
-            Ok(written) => written.map(|_| ()),
+            Ok(written) => written,
             Err(_) => Err(StoreError::Unavailable(format!(
                 "no write within {} ms",
                 limit.as_millis()

@@ -290,6 +290,16 @@ impl Store {
         groups: &[AppendGroup],
         origin: &ProcessId,
     ) -> Result<u64, StoreError> {
+        let appended = self.try_append_events(groups, origin).await;
+        self.note_write(&appended);
+        appended
+    }
+
+    async fn try_append_events(
+        &self,
+        groups: &[AppendGroup],
+        origin: &ProcessId,
+    ) -> Result<u64, StoreError> {
         let rows = new_rows(groups);
         let mut enqueued = 0;
         match &self.db {

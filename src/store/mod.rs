@@ -82,9 +82,10 @@ pub(crate) use with_db;
 
 /// Runs a write (or a transaction that writes) with `$pool` bound to the writer pool, within
 /// `database.timeout_ms` as [`with_db!`].
+/// A write refused for a full disk is noted (see [`Store::storage_refused`]).
 macro_rules! with_writer {
-    ($store:expr, |$pool:ident| $body:expr) => {
-        $crate::store::bounded($store.timeout, async {
+    ($store:expr, |$pool:ident| $body:expr) => {{
+        let written = $crate::store::bounded($store.timeout, async {
             match &$store.db {
                 $crate::store::Db::Sqlite(pools) => {
                     let $pool = &pools.write;
@@ -93,8 +94,10 @@ macro_rules! with_writer {
                 $crate::store::Db::Postgres($pool) => $body,
             }
         })
-        .await
-    };
+        .await;
+        $store.note_write(&written);
+        written
+    }};
 }
 pub(crate) use with_writer;
 
@@ -150,6 +153,9 @@ pub struct Store {
     timeout: Duration,
     /// On SQLite, the tenants that may have webhook endpoints (see `webhook_outbox.rs`).
     webhook_tenants: std::sync::Arc<webhook_outbox::WebhookTenants>,
+    /// Set when a write was refused for a full disk; cleared by a write that needed new
+    /// space (see [`Store::probe_space`]).
+    storage_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Faults a unit test makes the store meet.
     #[cfg(test)]
     pub(crate) faults: std::sync::Arc<Faults>,
@@ -218,6 +224,36 @@ const PG_UNAVAILABLE: [&str; 7] = [
     "53200", "53300", "57P01", "57P02", "57P03", "25006", "58030",
 ];
 
+/// Whether an error is the database's storage refusing a write (a full disk).
+pub(crate) trait StorageRefusal {
+    fn is_storage_refusal(&self) -> bool;
+}
+
+impl StorageRefusal for StoreError {
+    fn is_storage_refusal(&self) -> bool {
+        matches!(self, StoreError::Full(_))
+    }
+}
+
+impl StorageRefusal for sqlx::Error {
+    fn is_storage_refusal(&self) -> bool {
+        is_full(self)
+    }
+}
+
+fn is_full(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = error else {
+        return false;
+    };
+    let code = db.code().unwrap_or_default();
+    // SQLite's extended codes carry the primary code in their low byte.
+    let primary = code
+        .parse::<i32>()
+        .map(|c| (c & 0xff).to_string())
+        .unwrap_or_default();
+    code == PG_FULL || primary == SQLITE_FULL
+}
+
 fn classify(error: sqlx::Error) -> StoreError {
     match &error {
         sqlx::Error::Io(_)
@@ -233,7 +269,7 @@ fn classify(error: sqlx::Error) -> StoreError {
                 .parse::<i32>()
                 .map(|c| (c & 0xff).to_string())
                 .unwrap_or_default();
-            if code == PG_FULL || primary == SQLITE_FULL {
+            if is_full(&error) {
                 return StoreError::Full(error);
             }
             if PG_UNAVAILABLE.contains(&code.as_ref())
@@ -320,6 +356,7 @@ impl Store {
             db,
             timeout,
             webhook_tenants: Default::default(),
+            storage_refused: Default::default(),
             #[cfg(test)]
             faults: Default::default(),
         })
@@ -335,6 +372,51 @@ impl Store {
             Db::Sqlite(_) => Backend::Sqlite,
             Db::Postgres(_) => Backend::Postgres,
         }
+    }
+
+    /// Notes a write's outcome: one refused for a full disk sets [`Store::storage_refused`].
+    pub(crate) fn note_write<T, E: StorageRefusal>(&self, written: &Result<T, E>) {
+        if written
+            .as_ref()
+            .is_err_and(StorageRefusal::is_storage_refusal)
+        {
+            self.storage_refused
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a write was refused for a full disk since the last successful
+    /// [`Store::probe_space`]: a write that changes a row in place may still succeed.
+    pub fn storage_refused(&self) -> bool {
+        self.storage_refused
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A write that needs new space, undone: on PostgreSQL a temporary table (in the
+    /// database's default tablespace) gets its first page and is rolled back, which fails
+    /// with `disk_full` while that disk is full even when rows can still be updated in
+    /// place. On SQLite nothing more is written (a write's log grows on the database's own
+    /// disk). Success clears [`Store::storage_refused`].
+    pub async fn probe_space(&self) -> Result<(), StoreError> {
+        if let Db::Postgres(pool) = &self.db {
+            bounded(self.timeout, async {
+                let mut tx = pool.begin().await?;
+                sqlx::query(
+                    "CREATE TEMPORARY TABLE agentry_space_probe (filler text) ON COMMIT DROP",
+                )
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("INSERT INTO agentry_space_probe VALUES (repeat('x', 1000))")
+                    .execute(&mut *tx)
+                    .await?;
+                tx.rollback().await
+            })
+            .await
+            .map_err(StoreError::from)?;
+        }
+        self.storage_refused
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Whether the database answers a trivial query.

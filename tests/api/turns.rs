@@ -4,7 +4,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestDb, spawn_app, spawn_app_on, user};
+use crate::helpers::{TestDb, captured_logs, spawn_app, spawn_app_on, user};
 use crate::sse::{Frame, names};
 
 fn joined(frames: &[Frame], event: &str) -> String {
@@ -575,6 +575,26 @@ async fn a_shutting_down_engine_refuses_new_turns_and_finishes_running_ones() {
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.code(), "shutting_down");
     assert!(refused.headers.contains_key("retry-after"));
+    // A drain-time refusal is no error of the server's: its request line is logged below
+    // ERROR, and nothing of the request is logged at ERROR.
+    let request_id = refused.headers["agentry-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let records = loop {
+        let records: Vec<Value> = captured_logs()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|record| record["span"]["request_id"] == request_id.as_str())
+            .collect();
+        if records.iter().any(|r| r["span"]["status"] == 503) {
+            break records;
+        }
+        assert!(std::time::Instant::now() < deadline, "no request line");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    assert!(records.iter().all(|r| r["level"] != "ERROR"), "{records:?}");
 
     let (frames, ()) = tokio::join!(running.until_turn_stop(), &mut shutdown);
     assert_eq!(joined(&frames, "text_delta"), "finish me");

@@ -163,7 +163,7 @@ async fn a_full_disk_acknowledges_nothing_unstored_and_writes_resume_once_space_
         _dir: tempfile::tempdir().unwrap(),
         url: format!("sqlite://{}", fs.path().join("agentry.db").display()),
     };
-    fill_and_free(db, &fs, true).await;
+    fill_and_free(db, &fs, Readiness::AtSomePoint).await;
 }
 
 /// The same on PostgreSQL: a cluster of the test's own whose database lives in a tablespace
@@ -210,14 +210,24 @@ async fn a_full_disk_under_postgresql_acknowledges_nothing_unstored_and_writes_r
         url: cluster.url(&name),
         name,
     };
-    // `/readyz` probes with an update of this process's row, which PostgreSQL makes in place
-    // (its log is elsewhere): it may keep saying 200 while inserts fail.
-    fill_and_free(db, &fs, false).await;
+    // The renewal `/readyz` makes is an update PostgreSQL can make in place (its log is
+    // elsewhere): after a refused write, `/readyz` also needs a write that takes new space.
+    fill_and_free(db, &fs, Readiness::AfterEveryRefusal).await;
 }
 
-/// Fills `fs`, where `db` keeps its data, under a running process; then frees it. With
-/// `readiness`, `/readyz` must say 503 at some point while writes fail.
-async fn fill_and_free(db: TestDb, fs: &Tmpfs, readiness: bool) {
+/// What `/readyz` must say while the disk is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readiness {
+    /// 503 at some point (SQLite's log may reuse space its file already holds).
+    AtSomePoint,
+    /// 503 after every refused write, until space is freed.
+    AfterEveryRefusal,
+}
+
+/// Fills `fs`, where `db` keeps its data, under a running process; then frees it.
+/// `/readyz` must say 503 while writes fail as `readiness` says, and 200 once space is
+/// freed.
+async fn fill_and_free(db: TestDb, fs: &Tmpfs, readiness: Readiness) {
     let deployment = Deployment::on(db, SLOW_AGENT);
     let (_, token) = deployment.tenant_token("acme");
     let server = deployment.start(&[]);
@@ -269,18 +279,28 @@ async fn fill_and_free(db: TestDb, fs: &Tmpfs, readiness: bool) {
         }
         refused_sessions += 1;
         assert_refused_as_unstored(reply).await;
-        if status_of(&server, &token, "/readyz").await == StatusCode::SERVICE_UNAVAILABLE {
+        let ready = status_of(&server, &token, "/readyz").await;
+        if ready == StatusCode::SERVICE_UNAVAILABLE {
             not_ready += 1;
+        } else {
+            assert!(
+                readiness != Readiness::AfterEveryRefusal,
+                "/readyz said {ready} after a write was refused for a full disk"
+            );
         }
         if refused_sessions >= 5 && idle.is_empty() {
             break;
         }
     }
     assert!(refused_sessions >= 5, "the full disk refused no session");
-    assert!(
-        !readiness || not_ready > 0,
-        "/readyz never said 503 while writes failed"
-    );
+    assert!(not_ready > 0, "/readyz never said 503 while writes failed");
+    if readiness == Readiness::AfterEveryRefusal {
+        assert_eq!(
+            status_of(&server, &token, "/readyz").await,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "/readyz while the disk is still full"
+        );
+    }
     assert_eq!(status_of(&server, &token, "/healthz").await, StatusCode::OK);
     eprintln!(
         "refused: {refused_sessions} sessions, {refused_turns} turns; {} turns admitted; \
