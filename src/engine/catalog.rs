@@ -3,6 +3,10 @@
 //! names its agent, and for a tenant agent the version it was opened on; new sessions take
 //! the published version read at admission, so a publish through any process is used by
 //! the next session of every process. Built versions are cached: a version never changes.
+//!
+//! Longer than most files here on purpose: both kinds of agents answer the same questions
+//! (which one a name means, who sees it, which version a session runs) through one cache,
+//! and the answers only read right side by side.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -4,6 +4,11 @@
 //! events reach every process's live subscribers, and commands (stop a turn, stop a
 //! tenant's turns) reach the process that runs the turn. SQLite is served by one process:
 //! a start ends every turn an earlier run left.
+//!
+//! Longer than most files here: its background loops (the lease's renewal, the sweep of
+//! dead processes' turns, the listener relaying commits and commands, the shared queue's
+//! dispatch) are started together and stopped together, and share the lease and the
+//! listener's state; `lease.rs` holds the lease itself.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

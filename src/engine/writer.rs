@@ -5,6 +5,10 @@
 //! committed, its deltas are stored again as one event per run of consecutive deltas of one
 //! kind, in the same transaction that removes the single ones (or instead of writing them,
 //! when they are in the same batch): the log keeps one row where the stream had many.
+//!
+//! Longer than most files here on purpose: batching, the coalescing of a finished message's
+//! deltas and the fencing of a batch are one state machine over one batch; split, each part
+//! would need the others' state.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

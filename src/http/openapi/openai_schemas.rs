@@ -83,3 +83,21 @@ pub struct OpenAiList {
     pub last_id: Option<String>,
     pub has_more: bool,
 }
+
+/// `GET /v1/models`.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiModelList {
+    /// `list`
+    pub object: String,
+    pub data: Vec<OpenAiModel>,
+}
+
+/// A model: an agent's name.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiModel {
+    pub id: String,
+    /// `model`
+    pub object: String,
+    pub created: i64,
+    pub owned_by: String,
+}

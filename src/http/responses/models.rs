@@ -20,7 +20,7 @@ fn model(name: &str) -> Value {
     security(("tenant" = [])),
     responses(
         (status = 200, description = "`{object: \"list\", data: [{id, object: \"model\", created, owned_by}]}`",
-            body = crate::http::openapi::openai_schemas::OpenAiList),
+            body = crate::http::openapi::openai_schemas::OpenAiModelList),
     ))]
 pub async fn list_models(
     auth: Result<TenantAuth, ApiError>,
@@ -36,7 +36,7 @@ pub async fn list_models(
     security(("tenant" = [])),
     params(("model" = String, Path, description = "An agent's name (or `name@version`)")),
     responses(
-        (status = 200, description = "The model", body = Object),
+        (status = 200, description = "The model", body = crate::http::openapi::openai_schemas::OpenAiModel),
         (status = 400, description = "The name is not a model name", body = ErrorBody),
         (status = 404, description = "No such agent for this tenant", body = ErrorBody),
     ))]
