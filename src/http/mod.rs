@@ -333,6 +333,22 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
                 .service(
+                    web::resource("/conversations/{conversation_id}")
+                        .get(responses::conversations::get_conversation)
+                        .delete(responses::conversations::delete_conversation)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
+                    web::resource("/conversations/{conversation_id}/items")
+                        .get(responses::conversations::list_items)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
+                    web::resource("/conversations/{conversation_id}/items/{item_id}")
+                        .get(responses::conversations::get_item)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
                     web::resource("/models")
                         .get(responses::models::list_models)
                         .default_service(web::to(responses::error::method_not_allowed)),

@@ -2,6 +2,7 @@
 //! from a sequence number, background responses, function tools round trips,
 //! conversations shared with AAP, errors in OpenAI's shape and tenant isolation.
 
+mod conversations;
 mod create;
 mod errors;
 mod manage;

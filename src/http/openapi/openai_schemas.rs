@@ -73,6 +73,17 @@ pub struct OpenAiDeleted {
     pub deleted: bool,
 }
 
+/// A conversation (a session).
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiConversation {
+    /// `conv_…`
+    pub id: String,
+    /// `conversation`
+    pub object: String,
+    pub created_at: i64,
+    pub metadata: Value,
+}
+
 /// A list page.
 #[derive(Serialize, ToSchema)]
 pub struct OpenAiList {

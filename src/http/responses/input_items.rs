@@ -79,9 +79,14 @@ pub fn page(mut items: Vec<Value>, query: &ListQuery) -> Result<Value, OpenAiErr
 /// A history message as an item: messages with their parts, tool messages as
 /// `function_call_output`, assistant tool calls as `function_call`.
 pub fn items_of(messages: &[HistoryMessage], turn: &TurnId, tag: &str) -> Vec<Value> {
-    let hex = turn.hex();
+    items_from(messages, &turn.hex(), tag, 0)
+}
+
+/// [`items_of`] with ids `<prefix>_<hex>_<tag><first + place>`.
+pub fn items_from(messages: &[HistoryMessage], hex: &str, tag: &str, first: usize) -> Vec<Value> {
     let mut items = Vec::new();
     for (k, message) in messages.iter().enumerate() {
+        let k = first + k;
         let id = |prefix: &str| format!("{prefix}_{hex}_{tag}{k}");
         match message {
             HistoryMessage::System { content } => items.push(json!({
@@ -132,17 +137,21 @@ pub fn items_of(messages: &[HistoryMessage], turn: &TurnId, tag: &str) -> Vec<Va
     items
 }
 
+fn text_part(text: &str, text_type: &str) -> Value {
+    if text_type == "output_text" {
+        json!({"type": "output_text", "text": text, "annotations": []})
+    } else {
+        json!({"type": text_type, "text": text})
+    }
+}
+
 fn parts(content: &Content, text_type: &str) -> Vec<Value> {
     match content {
-        Content::Text(text) => vec![json!({"type": text_type, "text": text})],
+        Content::Text(text) => vec![text_part(text, text_type)],
         Content::Blocks(blocks) => blocks
             .iter()
             .filter_map(|block| match block {
-                ContentBlock::Text { text } => Some(if text_type == "output_text" {
-                    json!({"type": "output_text", "text": text, "annotations": []})
-                } else {
-                    json!({"type": text_type, "text": text})
-                }),
+                ContentBlock::Text { text } => Some(text_part(text, text_type)),
                 ContentBlock::Image { url } => {
                     Some(json!({"type": "input_image", "image_url": url, "detail": "auto"}))
                 }

@@ -3,6 +3,7 @@
 //! it attaches to a turn (the request's model string, `background`, `metadata`, and how
 //! the response continued a conversation).
 
+pub mod conversations;
 pub mod create;
 pub mod error;
 pub mod ids;

@@ -1,0 +1,184 @@
+//! The Conversations API over sessions: `GET` and `DELETE /v1/conversations/{id}`, and the
+//! conversation's items, `GET /v1/conversations/{id}/items` (a list page) and
+//! `GET /v1/conversations/{id}/items/{item_id}`. A conversation is a session (`conv_…`, or
+//! the session's own `sess_…`); its items are its full history, each message as the
+//! Responses API's item, named by its place in the history (`msg_<hex>_<n>`,
+//! `fc_<hex>_<n>_<k>`, `fco_<hex>_<n>`). A conversation keeps no metadata of its own:
+//! `metadata` is `{}`. Deleting a conversation deletes its session.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
+
+use super::error::{ErrorBody, OpenAiError};
+use super::ids::{conversation_id, parse_conversation_id};
+use super::input_items::{items_from, page, parse_list_query};
+use crate::app::AppState;
+use crate::engine::{EngineError, StoreError};
+use crate::http::TenantAuth;
+use crate::http::error::ApiError;
+use crate::model::{HistoryMessage, HistoryType, Session, TenantId};
+
+/// How many history messages one read brings.
+const PAGE: i64 = 1000;
+
+fn conversation_not_found(id: &str) -> OpenAiError {
+    OpenAiError::not_found(format!("Conversation with id '{id}' not found."))
+}
+
+/// The tenant's session `id` names; another tenant's is not found.
+async fn load(state: &AppState, tenant: &TenantId, id: &str) -> Result<Session, OpenAiError> {
+    let session = parse_conversation_id(id).ok_or_else(|| conversation_not_found(id))?;
+    match state.engine().get_session(tenant, &session).await {
+        Err(EngineError::Store(StoreError::NotFound)) | Err(EngineError::NotFound(_)) => {
+            Err(conversation_not_found(id))
+        }
+        other => Ok(other?),
+    }
+}
+
+fn conversation(session: &Session) -> Value {
+    json!({
+        "id": conversation_id(&session.id),
+        "object": "conversation",
+        "created_at": session.created_at.timestamp(),
+        "metadata": {},
+    })
+}
+
+/// Every item of the session's full history, oldest first.
+async fn items(state: &AppState, session: &Session) -> Result<Vec<Value>, OpenAiError> {
+    let hex = session.id.hex();
+    let mut messages: Vec<HistoryMessage> = Vec::new();
+    loop {
+        let (page, more) = state
+            .engine()
+            .history_page(
+                &session.tenant_id,
+                &session.id,
+                HistoryType::Full,
+                messages.len() as i64,
+                PAGE,
+                state.settings().limits.history_page_bytes,
+            )
+            .await?;
+        let empty = page.is_empty();
+        messages.extend(page);
+        if !more || empty {
+            break;
+        }
+    }
+    Ok(items_from(&messages, &hex, "", 0))
+}
+
+#[utoipa::path(get, path = "/v1/conversations/{conversation_id}", tag = "OpenAI",
+    operation_id = "openai_get_conversation",
+    security(("tenant" = [])),
+    params(("conversation_id" = String, Path, description = "A conversation id (`conv_…`) or a session id (`sess_…`)")),
+    responses(
+        (status = 200, description = "`{id, object: \"conversation\", created_at, metadata}`",
+            body = crate::http::openapi::openai_schemas::OpenAiConversation),
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 404, description = "No such conversation of this tenant", body = ErrorBody),
+    ))]
+pub async fn get_conversation(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, OpenAiError> {
+    let tenant = auth?.tenant_id;
+    let session = load(&state, &tenant, &path).await?;
+    Ok(HttpResponse::Ok().json(conversation(&session)))
+}
+
+#[utoipa::path(delete, path = "/v1/conversations/{conversation_id}", tag = "OpenAI",
+    operation_id = "openai_delete_conversation",
+    security(("tenant" = [])),
+    params(("conversation_id" = String, Path, description = "A conversation id (`conv_…`) or a session id (`sess_…`)")),
+    responses(
+        (status = 200, description = "`{id, object: \"conversation.deleted\", deleted: true}`; the session is deleted (a running response is cancelled first)",
+            body = crate::http::openapi::openai_schemas::OpenAiDeleted),
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 404, description = "No such conversation of this tenant", body = ErrorBody),
+    ))]
+pub async fn delete_conversation(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, OpenAiError> {
+    let tenant = auth?.tenant_id;
+    let session = load(&state, &tenant, &path).await?;
+    match state.engine().delete_session(&tenant, &session.id).await {
+        Err(EngineError::Store(StoreError::NotFound)) | Err(EngineError::NotFound(_)) => {
+            return Err(conversation_not_found(&path));
+        }
+        other => other?,
+    }
+    Ok(HttpResponse::Ok().json(json!({
+        "id": conversation_id(&session.id), "object": "conversation.deleted", "deleted": true,
+    })))
+}
+
+#[utoipa::path(get, path = "/v1/conversations/{conversation_id}/items", tag = "OpenAI",
+    operation_id = "openai_list_conversation_items",
+    security(("tenant" = [])),
+    params(
+        ("conversation_id" = String, Path, description = "A conversation id (`conv_…`) or a session id (`sess_…`)"),
+        ("after" = Option<String>, Query, description = "An item id: the page starts after it"),
+        ("limit" = Option<u32>, Query, description = "1 to 100 items (20)"),
+        ("order" = Option<String>, Query, description = "`desc` (the default) or `asc`"),
+    ),
+    responses(
+        (status = 200, description = "`{object: \"list\", data, first_id, last_id, has_more}`: the session's full history as items",
+            body = crate::http::openapi::openai_schemas::OpenAiList),
+        (status = 400, description = "A query parameter is not valid", body = ErrorBody),
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 404, description = "No such conversation of this tenant", body = ErrorBody),
+    ))]
+pub async fn list_items(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, OpenAiError> {
+    let tenant = auth?.tenant_id;
+    let query = parse_list_query(&request)?;
+    let session = load(&state, &tenant, &path).await?;
+    let items = items(&state, &session).await?;
+    Ok(HttpResponse::Ok().json(page(items, &query)?))
+}
+
+#[utoipa::path(get, path = "/v1/conversations/{conversation_id}/items/{item_id}", tag = "OpenAI",
+    operation_id = "openai_get_conversation_item",
+    security(("tenant" = [])),
+    params(
+        ("conversation_id" = String, Path, description = "A conversation id (`conv_…`) or a session id (`sess_…`)"),
+        ("item_id" = String, Path, description = "An item id from the conversation's items"),
+    ),
+    responses(
+        (status = 200, description = "The item", body = Object),
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 404, description = "No such conversation of this tenant, or no such item in it", body = ErrorBody),
+    ))]
+pub async fn get_item(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, OpenAiError> {
+    let tenant = auth?.tenant_id;
+    let (id, item_id) = path.into_inner();
+    let session = load(&state, &tenant, &id).await?;
+    items(&state, &session)
+        .await?
+        .into_iter()
+        .find(|item| item["id"] == item_id.as_str())
+        .map(|item| HttpResponse::Ok().json(item))
+        .ok_or_else(|| {
+            OpenAiError::not_found(format!(
+                "Item with id '{item_id}' not found in conversation '{id}'."
+            ))
+        })
+}
