@@ -333,6 +333,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
                 .service(
+                    web::resource("/conversations")
+                        .post(responses::conversations::create_conversation)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
                     web::resource("/conversations/{conversation_id}")
                         .get(responses::conversations::get_conversation)
                         .delete(responses::conversations::delete_conversation)

@@ -196,6 +196,7 @@ pub const METRICS: &str = "metrics";
         responses::input_items::list_input_items,
         responses::models::list_models,
         responses::models::get_model,
+        responses::conversations::create_conversation,
         responses::conversations::get_conversation,
         responses::conversations::delete_conversation,
         responses::conversations::list_items,

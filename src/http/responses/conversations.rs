@@ -5,11 +5,18 @@
 //! Responses API's item, named by its place in the history (`msg_<hex>_<n>`,
 //! `fc_<hex>_<n>_<k>`, `fco_<hex>_<n>`). A conversation keeps no metadata of its own:
 //! `metadata` is `{}`. Deleting a conversation deletes its session.
+//!
+//! `POST /v1/conversations` opens a session: a session runs one agent, so the body names it
+//! as a response does, with `model` (an agentry extension, required); `items` seed the
+//! session's history (bounded as any seeded session).
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
+use super::create::model_not_found;
 use super::error::{ErrorBody, OpenAiError};
+use super::parse::{parse_input, parse_model, parse_object};
+use crate::agents::SessionConfigRequest;
 use super::ids::{conversation_id, parse_conversation_id};
 use super::input_items::{items_from, page, parse_list_query};
 use crate::app::AppState;
@@ -68,6 +75,84 @@ async fn items(state: &AppState, session: &Session) -> Result<Vec<Value>, OpenAi
         }
     }
     Ok(items_from(&messages, &hex, "", 0))
+}
+
+/// An error about `input` as one about `items`.
+fn as_items(mut error: OpenAiError) -> OpenAiError {
+    if let Some(param) = error.param.as_mut().filter(|p| p.starts_with("input")) {
+        *param = param.replacen("input", "items", 1);
+        error.message = error.message.replacen("input", "items", 1);
+    }
+    error
+}
+
+#[utoipa::path(post, path = "/v1/conversations", tag = "OpenAI",
+    operation_id = "openai_create_conversation",
+    security(("tenant" = [])),
+    request_body(content = Object, description = "`{model, items?, metadata?}`: `model` names the agent (an agentry extension, required); `items` (Responses input items) seed the history; `metadata` must be empty or absent"),
+    responses(
+        (status = 200, description = "The new conversation (session)",
+            body = crate::http::openapi::openai_schemas::OpenAiConversation),
+        (status = 400, description = "The body is not valid (`param` names the field)", body = ErrorBody),
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 404, description = "No such model (agent)", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 429, description = "A quota is full (`Retry-After`)", body = ErrorBody),
+    ))]
+pub async fn create_conversation(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<HttpResponse, OpenAiError> {
+    let tenant = auth?.tenant_id;
+    let object = parse_object(body)?;
+    let model = match object.get("model") {
+        Some(Value::String(model)) => model.as_str(),
+        _ => {
+            return Err(OpenAiError::invalid(
+                "model",
+                "is required: the name of the agent the conversation is with (a string)",
+            ));
+        }
+    };
+    let (agent, version) = parse_model(model)?;
+    match object.get("metadata") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) if map.is_empty() => {}
+        Some(_) => {
+            return Err(OpenAiError::invalid(
+                "metadata",
+                "not kept: a conversation has no metadata (send it with each response)",
+            ));
+        }
+    }
+    let history = match object.get("items") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(items @ Value::Array(_)) => parse_input(Some(items)).map_err(as_items)?,
+        Some(_) => return Err(OpenAiError::invalid("items", "must be an array of items")),
+    };
+    let engine = state.engine();
+    let agent = engine
+        .find_agent(Some(&tenant), &agent)
+        .await?
+        .ok_or_else(|| model_not_found(model, &engine.agents_listed(Some(&tenant))))?;
+    let session = engine
+        .create_session_on_version(
+            &tenant,
+            agent.name(),
+            version,
+            SessionConfigRequest::default(),
+            history,
+        )
+        .await
+        .map_err(|e| match e {
+            EngineError::Invalid(field) => {
+                OpenAiError::invalid("items", format!("{}: {}", field.field, field.message))
+            }
+            other => other.into(),
+        })?;
+    Ok(HttpResponse::Ok().json(conversation(&session)))
 }
 
 #[utoipa::path(get, path = "/v1/conversations/{conversation_id}", tag = "OpenAI",

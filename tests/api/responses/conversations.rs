@@ -276,3 +276,156 @@ async fn bad_queries_and_unknown_ids_are_refused_in_openai_shape() {
         .await;
     assert_error(&reply, StatusCode::METHOD_NOT_ALLOWED, None);
 }
+
+#[tokio::test]
+async fn a_conversation_made_here_is_seeded_and_continued_over_aap() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let made = app
+        .post(
+            "/v1/conversations",
+            &token,
+            json!({"model": "echo", "metadata": {}, "items": [
+                {"role": "user", "content": "hi"},
+                {"type": "message", "role": "assistant",
+                 "content": [{"type": "output_text", "text": "hello"}]},
+            ]}),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::OK, "{}", made.text);
+    let conv = made.body["id"].as_str().unwrap().to_owned();
+    let hex = conv.strip_prefix("conv_").unwrap().to_owned();
+    assert_eq!(hex.len(), 32);
+    let created_at = made.body["created_at"].as_i64().unwrap();
+    assert_eq!(
+        made.body,
+        json!({"id": conv, "object": "conversation", "created_at": created_at, "metadata": {}})
+    );
+    assert_eq!(
+        app.get(&format!("/v1/conversations/{conv}"), &token).await.body,
+        made.body
+    );
+
+    // AAP continues the session it is.
+    let session = format!("sess_{hex}");
+    let frames = app
+        .stream_turn(
+            &token,
+            &session,
+            json!({"stream": "delta", "messages": [{"role": "user", "content": "over aap"}]}),
+        )
+        .await
+        .collect()
+        .await;
+    assert_eq!(frames.last().unwrap().event, "turn_stop");
+    let items = app
+        .get(&format!("/v1/conversations/{conv}/items?order=asc"), &token)
+        .await;
+    assert_eq!(
+        items.body["data"],
+        json!([
+            user(&format!("msg_{hex}_0"), "hi"),
+            assistant(&format!("msg_{hex}_1"), "hello"),
+            user(&format!("msg_{hex}_2"), "over aap"),
+            assistant(&format!("msg_{hex}_3"), "over aap"),
+        ])
+    );
+    // And this face, by the conversation.
+    let next = create(
+        &app,
+        &token,
+        json!({"model": "echo", "input": "here", "conversation": conv}),
+    )
+    .await;
+    assert_eq!(next.status, StatusCode::OK, "{}", next.text);
+    assert_eq!(next.body["conversation"], json!({"id": conv}));
+}
+
+#[tokio::test]
+async fn a_bad_conversation_body_is_refused_naming_the_field() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    for (body, status, param) in [
+        (json!({}), StatusCode::BAD_REQUEST, "model"),
+        (json!({"model": 7}), StatusCode::BAD_REQUEST, "model"),
+        (
+            json!({"model": "echo", "metadata": {"a": "b"}}),
+            StatusCode::BAD_REQUEST,
+            "metadata",
+        ),
+        (
+            json!({"model": "echo", "items": "hi"}),
+            StatusCode::BAD_REQUEST,
+            "items",
+        ),
+        (
+            json!({"model": "echo", "items": [{"type": "item_reference", "id": "x"}]}),
+            StatusCode::BAD_REQUEST,
+            "items[0]",
+        ),
+        (json!({"model": "nobody"}), StatusCode::NOT_FOUND, "model"),
+    ] {
+        let reply = app.post("/v1/conversations", &token, body.clone()).await;
+        assert_eq!(reply.status, status, "{body}: {}", reply.text);
+        let error = &reply.body["error"];
+        assert!(
+            error["param"].as_str().unwrap().starts_with(param),
+            "{body}: {}",
+            reply.text
+        );
+        assert!(!error["message"].as_str().unwrap().is_empty());
+    }
+    let reply = app
+        .request(Method::POST, "/v1/conversations", Some(&token), None)
+        .await;
+    assert_error(&reply, StatusCode::BAD_REQUEST, Some("body"));
+    assert_eq!(
+        app.get("/sessions", &token).await.body["sessions"],
+        json!([]),
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn a_conversation_brings_a_bounded_history() {
+    let app = crate::helpers::spawn_app_on(
+        std::sync::Arc::new(crate::helpers::TestDb::new().await),
+        "[engine]\nmax_seed_messages = 3\n",
+    )
+    .await;
+    let (_, token) = app.new_tenant().await;
+    let items = |n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"role": "user", "content": format!("m{i}")}))
+            .collect()
+    };
+    let refused = app
+        .post(
+            "/v1/conversations",
+            &token,
+            json!({"model": "echo", "items": items(4)}),
+        )
+        .await;
+    assert_error(&refused, StatusCode::BAD_REQUEST, Some("items"));
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 3"),
+        "{}",
+        refused.text
+    );
+    let made = app
+        .post(
+            "/v1/conversations",
+            &token,
+            json!({"model": "echo", "items": items(3)}),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::OK, "{}", made.text);
+    let conv = made.body["id"].as_str().unwrap();
+    let listed = app
+        .get(&format!("/v1/conversations/{conv}/items"), &token)
+        .await;
+    assert_eq!(listed.body["data"].as_array().unwrap().len(), 3);
+}
