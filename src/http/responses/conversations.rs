@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 
 use super::create::model_not_found;
 use super::error::{ErrorBody, OpenAiError};
-use super::parse::{parse_input, parse_model, parse_object};
-use crate::agents::SessionConfigRequest;
 use super::ids::{conversation_id, parse_conversation_id};
 use super::input_items::{items_from, page, parse_list_query};
+use super::parse::{parse_input, parse_model, parse_object};
+use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{EngineError, StoreError};
 use crate::http::TenantAuth;

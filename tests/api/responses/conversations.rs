@@ -63,14 +63,18 @@ async fn a_session_reads_as_a_conversation_with_its_history_as_items() {
 
     let read = app.get(&format!("/v1/conversations/{conv}"), &token).await;
     assert_eq!(read.status, StatusCode::OK, "{}", read.text);
-    let created_at = read.body["created_at"].as_i64().expect("created_at seconds");
+    let created_at = read.body["created_at"]
+        .as_i64()
+        .expect("created_at seconds");
     assert!(created_at > 1_700_000_000);
     assert_eq!(
         read.body,
         json!({"id": conv, "object": "conversation", "created_at": created_at, "metadata": {}})
     );
     // The session's own id names it too.
-    let by_session = app.get(&format!("/v1/conversations/{session}"), &token).await;
+    let by_session = app
+        .get(&format!("/v1/conversations/{session}"), &token)
+        .await;
     assert_eq!(by_session.body, read.body);
 
     let all = [
@@ -112,12 +116,18 @@ async fn a_session_reads_as_a_conversation_with_its_history_as_items() {
     );
 
     let item = app
-        .get(&format!("/v1/conversations/{conv}/items/msg_{hex}_2"), &token)
+        .get(
+            &format!("/v1/conversations/{conv}/items/msg_{hex}_2"),
+            &token,
+        )
         .await;
     assert_eq!(item.status, StatusCode::OK, "{}", item.text);
     assert_eq!(item.body, all[2]);
     let missing = app
-        .get(&format!("/v1/conversations/{conv}/items/msg_{hex}_9"), &token)
+        .get(
+            &format!("/v1/conversations/{conv}/items/msg_{hex}_9"),
+            &token,
+        )
         .await;
     assert_error(&missing, StatusCode::NOT_FOUND, None);
 
@@ -158,13 +168,23 @@ async fn a_function_call_and_its_output_are_items_of_the_conversation() {
     )
     .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
-    let turn = reply.body["id"].as_str().unwrap().strip_prefix("resp_").unwrap();
+    let turn = reply.body["id"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("resp_")
+        .unwrap();
     let turns = app.get("/sessions", &token).await;
-    let session = turns.body["sessions"][0]["sessionId"].as_str().unwrap().to_owned();
+    let session = turns.body["sessions"][0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let hex = session.strip_prefix("sess_").unwrap();
     assert_ne!(hex, turn);
     let items = app
-        .get(&format!("/v1/conversations/{session}/items?order=asc"), &token)
+        .get(
+            &format!("/v1/conversations/{session}/items?order=asc"),
+            &token,
+        )
         .await;
     assert_eq!(items.status, StatusCode::OK, "{}", items.text);
     let data = items.body["data"].as_array().unwrap();
@@ -195,14 +215,18 @@ async fn deleting_a_conversation_deletes_its_session() {
     let app = spawn_app().await;
     let (_, token) = app.new_tenant().await;
     let (session, conv) = two_turns(&app, &token).await;
-    let deleted = app.delete(&format!("/v1/conversations/{conv}"), &token).await;
+    let deleted = app
+        .delete(&format!("/v1/conversations/{conv}"), &token)
+        .await;
     assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text);
     assert_eq!(
         deleted.body,
         json!({"id": conv, "object": "conversation.deleted", "deleted": true})
     );
     assert_eq!(
-        app.get(&format!("/sessions/{session}"), &token).await.status,
+        app.get(&format!("/sessions/{session}"), &token)
+            .await
+            .status,
         StatusCode::NOT_FOUND
     );
     for path in [
@@ -212,7 +236,8 @@ async fn deleting_a_conversation_deletes_its_session() {
         assert_error(&app.get(&path, &token).await, StatusCode::NOT_FOUND, None);
     }
     assert_error(
-        &app.delete(&format!("/v1/conversations/{conv}"), &token).await,
+        &app.delete(&format!("/v1/conversations/{conv}"), &token)
+            .await,
         StatusCode::NOT_FOUND,
         None,
     );
@@ -234,7 +259,8 @@ async fn another_tenants_conversation_and_items_are_not_found() {
         assert_error(&app.get(&path, &other).await, StatusCode::NOT_FOUND, None);
     }
     assert_error(
-        &app.delete(&format!("/v1/conversations/{conv}"), &other).await,
+        &app.delete(&format!("/v1/conversations/{conv}"), &other)
+            .await,
         StatusCode::NOT_FOUND,
         None,
     );
@@ -302,7 +328,9 @@ async fn a_conversation_made_here_is_seeded_and_continued_over_aap() {
         json!({"id": conv, "object": "conversation", "created_at": created_at, "metadata": {}})
     );
     assert_eq!(
-        app.get(&format!("/v1/conversations/{conv}"), &token).await.body,
+        app.get(&format!("/v1/conversations/{conv}"), &token)
+            .await
+            .body,
         made.body
     );
 
