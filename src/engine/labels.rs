@@ -1,5 +1,5 @@
 //! A turn's own reads: the history it recorded, and its labels: a JSON object a client
-//! attaches to a turn and reads back with it. The engine keeps labels and never interprets
+//! attaches to a turn (or to a session) and reads back with it. The engine keeps labels and never interprets
 //! them; a face stores there what its protocol's request names that a turn does not (a
 //! caller's metadata, how the request asked to be answered).
 
@@ -35,6 +35,36 @@ impl Engine {
             .get_turn_labels(tenant, turn)
             .await
             .map_err(|e| not_found(e, "turn"))?;
+        Ok(text
+            .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok())
+            .unwrap_or_default())
+    }
+
+    /// Attaches `labels` to the tenant's session, replacing any it had.
+    pub async fn set_session_labels(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        labels: &Map<String, Value>,
+    ) -> Result<(), EngineError> {
+        let text = Value::Object(labels.clone()).to_string();
+        self.store
+            .set_session_labels(tenant, session, &text)
+            .await
+            .map_err(|e| not_found(e, "session"))
+    }
+
+    /// The labels attached to the tenant's session (empty when none were).
+    pub async fn session_labels(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Map<String, Value>, EngineError> {
+        let text = self
+            .store
+            .get_session_labels(tenant, session)
+            .await
+            .map_err(|e| not_found(e, "session"))?;
         Ok(text
             .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok())
             .unwrap_or_default())

@@ -340,6 +340,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .service(
                     web::resource("/conversations/{conversation_id}")
                         .get(responses::conversations::get_conversation)
+                        .post(responses::conversations::update_conversation)
                         .delete(responses::conversations::delete_conversation)
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )

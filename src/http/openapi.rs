@@ -198,6 +198,7 @@ pub const METRICS: &str = "metrics";
         responses::models::get_model,
         responses::conversations::create_conversation,
         responses::conversations::get_conversation,
+        responses::conversations::update_conversation,
         responses::conversations::delete_conversation,
         responses::conversations::list_items,
         responses::conversations::get_item,

@@ -202,3 +202,43 @@ impl Store {
         Ok(())
     }
 }
+
+impl Store {
+    /// Attaches a client's labels (a JSON object as text) to the tenant's session.
+    pub async fn set_session_labels(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+        labels: &str,
+    ) -> Result<(), StoreError> {
+        let done = with_writer!(self, |pool| {
+            sqlx::query("UPDATE sessions SET labels = $3 WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(session)
+                .bind(labels)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        if done == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// The labels attached to the tenant's session, if any.
+    pub async fn get_session_labels(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<Option<String>, StoreError> {
+        let row: Option<(Option<String>,)> = with_db!(self, |pool| {
+            sqlx::query_as("SELECT labels FROM sessions WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(session)
+                .fetch_optional(pool)
+                .await
+        })?;
+        row.ok_or(StoreError::NotFound).map(|(labels,)| labels)
+    }
+}

@@ -113,6 +113,33 @@ answered = client.responses.create(
 )
 assert answered.output_text == "Sunny in Paris.", answered
 
+step("conversations")
+conversation = client.conversations.create(
+    items=[{"type": "message", "role": "user", "content": "hi"},
+           {"type": "message", "role": "assistant", "content": "hello"}],
+    extra_body={"model": "echo"},
+)
+assert conversation.id.startswith("conv_") and conversation.object == "conversation", conversation
+assert client.conversations.retrieve(conversation.id).id == conversation.id
+updated = client.conversations.update(conversation.id, metadata={"topic": "demo"})
+assert updated.metadata == {"topic": "demo"}, updated
+assert client.conversations.retrieve(conversation.id).metadata == {"topic": "demo"}
+continued = client.responses.create(model="echo", input="again", conversation=conversation.id)
+assert continued.output_text == "again", continued
+assert continued.conversation.id == conversation.id, continued.conversation
+listed = list(client.conversations.items.list(conversation.id, order="asc", limit=2))
+texts = [item.content[0].text for item in listed]
+assert texts == ["hi", "hello", "again", "again"], texts
+first = client.conversations.items.retrieve(listed[0].id, conversation_id=conversation.id)
+assert first.id == listed[0].id and first.role == "user", first
+deleted = client.conversations.delete(conversation.id)
+assert deleted.deleted and deleted.id == conversation.id, deleted
+try:
+    client.conversations.retrieve(conversation.id)
+    raise AssertionError("a deleted conversation was found")
+except openai.NotFoundError:
+    pass
+
 step("errors")
 try:
     client.responses.create(model="nobody", input="x")

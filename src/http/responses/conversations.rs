@@ -3,21 +3,22 @@
 //! `GET /v1/conversations/{id}/items/{item_id}`. A conversation is a session (`conv_…`, or
 //! the session's own `sess_…`); its items are its full history, each message as the
 //! Responses API's item, named by its place in the history (`msg_<hex>_<n>`,
-//! `fc_<hex>_<n>_<k>`, `fco_<hex>_<n>`). A conversation keeps no metadata of its own:
-//! `metadata` is `{}`. Deleting a conversation deletes its session.
+//! `fc_<hex>_<n>_<k>`, `fco_<hex>_<n>`). Its `metadata` is kept as the session's labels
+//! (`{"metadata": {…}}`, see `Engine::set_session_labels`); `POST /v1/conversations/{id}`
+//! replaces it. Deleting a conversation deletes its session.
 //!
 //! `POST /v1/conversations` opens a session: a session runs one agent, so the body names it
 //! as a response does, with `model` (an agentry extension, required); `items` seed the
 //! session's history (bounded as any seeded session).
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::create::model_not_found;
 use super::error::{ErrorBody, OpenAiError};
 use super::ids::{conversation_id, parse_conversation_id};
 use super::input_items::{items_from, page, parse_list_query};
-use super::parse::{parse_input, parse_model, parse_object};
+use super::parse::{parse_input, parse_metadata, parse_model, parse_object};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{EngineError, StoreError};
@@ -43,13 +44,42 @@ async fn load(state: &AppState, tenant: &TenantId, id: &str) -> Result<Session, 
     }
 }
 
-fn conversation(session: &Session) -> Value {
+fn conversation(session: &Session, metadata: Map<String, Value>) -> Value {
     json!({
         "id": conversation_id(&session.id),
         "object": "conversation",
         "created_at": session.created_at.timestamp(),
-        "metadata": {},
+        "metadata": metadata,
     })
+}
+
+/// The conversation's metadata, kept in its session's labels.
+async fn metadata(state: &AppState, session: &Session) -> Result<Map<String, Value>, OpenAiError> {
+    let mut labels = state
+        .engine()
+        .session_labels(&session.tenant_id, &session.id)
+        .await?;
+    Ok(match labels.remove("metadata") {
+        Some(Value::Object(metadata)) => metadata,
+        _ => Map::new(),
+    })
+}
+
+async fn set_metadata(
+    state: &AppState,
+    session: &Session,
+    metadata: &Map<String, Value>,
+) -> Result<(), OpenAiError> {
+    let mut labels = state
+        .engine()
+        .session_labels(&session.tenant_id, &session.id)
+        .await?;
+    labels.insert("metadata".into(), Value::Object(metadata.clone()));
+    state
+        .engine()
+        .set_session_labels(&session.tenant_id, &session.id, &labels)
+        .await?;
+    Ok(())
 }
 
 /// Every item of the session's full history, oldest first.
@@ -89,7 +119,7 @@ fn as_items(mut error: OpenAiError) -> OpenAiError {
 #[utoipa::path(post, path = "/v1/conversations", tag = "OpenAI",
     operation_id = "openai_create_conversation",
     security(("tenant" = [])),
-    request_body(content = Object, description = "`{model, items?, metadata?}`: `model` names the agent (an agentry extension, required); `items` (Responses input items) seed the history; `metadata` must be empty or absent"),
+    request_body(content = Object, description = "`{model, items?, metadata?}`: `model` names the agent (an agentry extension, required); `items` (Responses input items) seed the history; `metadata` as a response's"),
     responses(
         (status = 200, description = "The new conversation (session)",
             body = crate::http::openapi::openai_schemas::OpenAiConversation),
@@ -117,16 +147,7 @@ pub async fn create_conversation(
         }
     };
     let (agent, version) = parse_model(model)?;
-    match object.get("metadata") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) if map.is_empty() => {}
-        Some(_) => {
-            return Err(OpenAiError::invalid(
-                "metadata",
-                "not kept: a conversation has no metadata (send it with each response)",
-            ));
-        }
-    }
+    let metadata = parse_metadata(object.get("metadata"))?;
     let history = match object.get("items") {
         None | Some(Value::Null) => Vec::new(),
         Some(items @ Value::Array(_)) => parse_input(Some(items)).map_err(as_items)?,
@@ -152,7 +173,49 @@ pub async fn create_conversation(
             }
             other => other.into(),
         })?;
-    Ok(HttpResponse::Ok().json(conversation(&session)))
+    if !metadata.is_empty() {
+        set_metadata(&state, &session, &metadata).await?;
+    }
+    Ok(HttpResponse::Ok().json(conversation(&session, metadata)))
+}
+
+#[utoipa::path(post, path = "/v1/conversations/{conversation_id}", tag = "OpenAI",
+    operation_id = "openai_update_conversation",
+    security(("tenant" = [])),
+    params(("conversation_id" = String, Path, description = "A conversation id (`conv_…`) or a session id (`sess_…`)")),
+    request_body(content = Object, description = "`{metadata}`: replaces the conversation's metadata (`null` clears it)"),
+    responses(
+        (status = 200, description = "The conversation with its new metadata",
+            body = crate::http::openapi::openai_schemas::OpenAiConversation),
+        (status = 400, description = "The body is not valid (`param` names the field)", body = ErrorBody),
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 404, description = "No such conversation of this tenant", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+    ))]
+pub async fn update_conversation(
+    auth: Result<TenantAuth, ApiError>,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: Result<web::Bytes, actix_web::Error>,
+) -> Result<HttpResponse, OpenAiError> {
+    let tenant = auth?.tenant_id;
+    let object = parse_object(body)?;
+    if !object.contains_key("metadata") {
+        return Err(OpenAiError::invalid(
+            "metadata",
+            "is required (null clears the conversation's metadata)",
+        ));
+    }
+    let metadata = parse_metadata(object.get("metadata"))?;
+    let session = load(&state, &tenant, &path).await?;
+    match set_metadata(&state, &session, &metadata).await {
+        Err(error) if error.status == actix_web::http::StatusCode::NOT_FOUND => {
+            return Err(conversation_not_found(&path));
+        }
+        other => other?,
+    }
+    Ok(HttpResponse::Ok().json(conversation(&session, metadata)))
 }
 
 #[utoipa::path(get, path = "/v1/conversations/{conversation_id}", tag = "OpenAI",
@@ -173,7 +236,8 @@ pub async fn get_conversation(
 ) -> Result<HttpResponse, OpenAiError> {
     let tenant = auth?.tenant_id;
     let session = load(&state, &tenant, &path).await?;
-    Ok(HttpResponse::Ok().json(conversation(&session)))
+    let metadata = metadata(&state, &session).await?;
+    Ok(HttpResponse::Ok().json(conversation(&session, metadata)))
 }
 
 #[utoipa::path(delete, path = "/v1/conversations/{conversation_id}", tag = "OpenAI",

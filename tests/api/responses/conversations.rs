@@ -377,9 +377,9 @@ async fn a_bad_conversation_body_is_refused_naming_the_field() {
         (json!({}), StatusCode::BAD_REQUEST, "model"),
         (json!({"model": 7}), StatusCode::BAD_REQUEST, "model"),
         (
-            json!({"model": "echo", "metadata": {"a": "b"}}),
+            json!({"model": "echo", "metadata": {"a": 1}}),
             StatusCode::BAD_REQUEST,
-            "metadata",
+            "metadata.a",
         ),
         (
             json!({"model": "echo", "items": "hi"}),
@@ -456,4 +456,66 @@ async fn a_conversation_brings_a_bounded_history() {
         .get(&format!("/v1/conversations/{conv}/items"), &token)
         .await;
     assert_eq!(listed.body["data"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_conversations_metadata_is_kept_and_replaced() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let (_, other) = app.new_tenant().await;
+    let made = app
+        .post(
+            "/v1/conversations",
+            &token,
+            json!({"model": "echo", "metadata": {"topic": "demo"}}),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::OK, "{}", made.text);
+    assert_eq!(made.body["metadata"], json!({"topic": "demo"}));
+    let conv = made.body["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/conversations/{conv}");
+    assert_eq!(app.get(&path, &token).await.body, made.body);
+
+    let updated = app
+        .post(
+            &path,
+            &token,
+            json!({"metadata": {"topic": "other", "x": "y"}}),
+        )
+        .await;
+    assert_eq!(updated.status, StatusCode::OK, "{}", updated.text);
+    let mut expected = made.body.clone();
+    expected["metadata"] = json!({"topic": "other", "x": "y"});
+    assert_eq!(updated.body, expected);
+    assert_eq!(app.get(&path, &token).await.body, expected);
+    // A response's metadata stays the response's.
+    let reply = create(
+        &app,
+        &token,
+        json!({"model": "echo", "input": "x", "conversation": conv, "metadata": {"r": "1"}}),
+    )
+    .await;
+    assert_eq!(reply.body["metadata"], json!({"r": "1"}));
+    assert_eq!(app.get(&path, &token).await.body, expected);
+
+    for (body, param) in [
+        (json!({}), "metadata"),
+        (json!({"metadata": "x"}), "metadata"),
+        (json!({"metadata": {"k": 2}}), "metadata.k"),
+    ] {
+        let reply = app.post(&path, &token, body).await;
+        assert_error(&reply, StatusCode::BAD_REQUEST, Some(param));
+    }
+    assert_error(
+        &app.post(&path, &other, json!({"metadata": {"a": "b"}}))
+            .await,
+        StatusCode::NOT_FOUND,
+        None,
+    );
+    assert_eq!(app.get(&path, &token).await.body, expected);
+
+    let cleared = app.post(&path, &token, json!({"metadata": null})).await;
+    assert_eq!(cleared.status, StatusCode::OK, "{}", cleared.text);
+    assert_eq!(cleared.body["metadata"], json!({}));
+    assert_eq!(app.get(&path, &token).await.body["metadata"], json!({}));
 }
