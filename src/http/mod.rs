@@ -347,11 +347,13 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .service(
                     web::resource("/conversations/{conversation_id}/items")
                         .get(responses::conversations::list_items)
+                        .post(responses::conversations::create_items)
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
                 .service(
                     web::resource("/conversations/{conversation_id}/items/{item_id}")
                         .get(responses::conversations::get_item)
+                        .delete(responses::conversations::delete_item)
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
                 .service(

@@ -199,6 +199,8 @@ pub const METRICS: &str = "metrics";
         responses::conversations::create_conversation,
         responses::conversations::get_conversation,
         responses::conversations::update_conversation,
+        responses::conversations::create_items,
+        responses::conversations::delete_item,
         responses::conversations::delete_conversation,
         responses::conversations::list_items,
         responses::conversations::get_item,

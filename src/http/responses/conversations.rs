@@ -331,3 +331,48 @@ pub async fn get_item(
             ))
         })
 }
+
+fn not_served(message: &str) -> OpenAiError {
+    OpenAiError::new(actix_web::http::StatusCode::METHOD_NOT_ALLOWED, message)
+        .code("method_not_allowed")
+}
+
+/// Adding items outside a response is not served: a session's history grows by its turns.
+#[utoipa::path(post, path = "/v1/conversations/{conversation_id}/items", tag = "OpenAI",
+    operation_id = "openai_create_conversation_items",
+    security(("tenant" = [])),
+    params(("conversation_id" = String, Path, description = "A conversation id (`conv_…`) or a session id (`sess_…`)")),
+    responses(
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 405, description = "Not served: items join a conversation with a response (`POST /v1/responses` with `conversation`)", body = ErrorBody),
+    ))]
+pub async fn create_items(auth: Result<TenantAuth, ApiError>) -> Result<HttpResponse, OpenAiError> {
+    auth?;
+    Err(not_served(
+        "items cannot be added to a conversation on their own: send them as the input of a \
+         response (POST /v1/responses with `conversation`), or seed a new conversation with \
+         POST /v1/conversations `items`",
+    ))
+}
+
+/// Deleting an item is not served: a session's history is not edited.
+#[utoipa::path(delete, path = "/v1/conversations/{conversation_id}/items/{item_id}", tag = "OpenAI",
+    operation_id = "openai_delete_conversation_item",
+    security(("tenant" = [])),
+    params(
+        ("conversation_id" = String, Path, description = "A conversation id (`conv_…`) or a session id (`sess_…`)"),
+        ("item_id" = String, Path, description = "An item id"),
+    ),
+    responses(
+        (status = 401, description = "No valid API key (the tenant's bearer token)", body = ErrorBody),
+        (status = 403, description = "The tenant is suspended", body = ErrorBody),
+        (status = 405, description = "Not served: a conversation's history is not edited (delete the conversation instead)", body = ErrorBody),
+    ))]
+pub async fn delete_item(auth: Result<TenantAuth, ApiError>) -> Result<HttpResponse, OpenAiError> {
+    auth?;
+    Err(not_served(
+        "a conversation's items cannot be deleted: its history is kept as it happened \
+         (DELETE /v1/conversations/{id} deletes the whole conversation)",
+    ))
+}
