@@ -64,7 +64,11 @@ impl Engine {
                 )
                 .await
             {
-                Err(EngineError::Store(StoreError::Stale) | EngineError::Invalid(_)) => {
+                Err(
+                    EngineError::Store(StoreError::Stale)
+                    | EngineError::Invalid(_)
+                    | EngineError::AwaitingInput { .. },
+                ) => {
                     self.histories.forget(session_id);
                 }
                 admitted => return admitted,
