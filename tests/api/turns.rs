@@ -575,6 +575,13 @@ async fn a_shutting_down_engine_refuses_new_turns_and_finishes_running_ones() {
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.code(), "shutting_down");
     assert!(refused.headers.contains_key("retry-after"));
+    let (frames, ()) = tokio::join!(running.until_turn_stop(), &mut shutdown);
+    assert_eq!(joined(&frames, "text_delta"), "finish me");
+    assert_eq!(
+        frames.last().unwrap().data,
+        json!({"stopReason": "end_turn"})
+    );
+
     // A drain-time refusal is no error of the server's: its request line is logged below
     // ERROR, and nothing of the request is logged at ERROR.
     let request_id = refused.headers["agentry-request-id"]
@@ -595,13 +602,6 @@ async fn a_shutting_down_engine_refuses_new_turns_and_finishes_running_ones() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     };
     assert!(records.iter().all(|r| r["level"] != "ERROR"), "{records:?}");
-
-    let (frames, ()) = tokio::join!(running.until_turn_stop(), &mut shutdown);
-    assert_eq!(joined(&frames, "text_delta"), "finish me");
-    assert_eq!(
-        frames.last().unwrap().data,
-        json!({"stopReason": "end_turn"})
-    );
 }
 
 #[tokio::test]
