@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::error::{EngineError, not_found};
 use super::runner::Engine;
 use crate::model::{HistoryMessage, SessionId, TenantId, TurnId};
+use crate::store::Labelled;
 
 impl Engine {
     /// Attaches `labels` to the tenant's turn, replacing any it had.
@@ -17,11 +18,7 @@ impl Engine {
         turn: &TurnId,
         labels: &Map<String, Value>,
     ) -> Result<(), EngineError> {
-        let text = Value::Object(labels.clone()).to_string();
-        self.store
-            .set_turn_labels(tenant, turn, &text)
-            .await
-            .map_err(|e| not_found(e, "turn"))
+        self.set_labels(tenant, Labelled::Turn(*turn), labels).await
     }
 
     /// The labels attached to the tenant's turn (empty when none were).
@@ -30,14 +27,7 @@ impl Engine {
         tenant: &TenantId,
         turn: &TurnId,
     ) -> Result<Map<String, Value>, EngineError> {
-        let text = self
-            .store
-            .get_turn_labels(tenant, turn)
-            .await
-            .map_err(|e| not_found(e, "turn"))?;
-        Ok(text
-            .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok())
-            .unwrap_or_default())
+        self.labels(tenant, Labelled::Turn(*turn)).await
     }
 
     /// Attaches `labels` to the tenant's session, replacing any it had.
@@ -47,11 +37,8 @@ impl Engine {
         session: &SessionId,
         labels: &Map<String, Value>,
     ) -> Result<(), EngineError> {
-        let text = Value::Object(labels.clone()).to_string();
-        self.store
-            .set_session_labels(tenant, session, &text)
+        self.set_labels(tenant, Labelled::Session(*session), labels)
             .await
-            .map_err(|e| not_found(e, "session"))
     }
 
     /// The labels attached to the tenant's session (empty when none were).
@@ -60,11 +47,32 @@ impl Engine {
         tenant: &TenantId,
         session: &SessionId,
     ) -> Result<Map<String, Value>, EngineError> {
+        self.labels(tenant, Labelled::Session(*session)).await
+    }
+
+    async fn set_labels(
+        &self,
+        tenant: &TenantId,
+        of: Labelled,
+        labels: &Map<String, Value>,
+    ) -> Result<(), EngineError> {
+        let text = Value::Object(labels.clone()).to_string();
+        self.store
+            .set_labels(tenant, of, &text)
+            .await
+            .map_err(|e| not_found(e, of.kind()))
+    }
+
+    async fn labels(
+        &self,
+        tenant: &TenantId,
+        of: Labelled,
+    ) -> Result<Map<String, Value>, EngineError> {
         let text = self
             .store
-            .get_session_labels(tenant, session)
+            .get_labels(tenant, of)
             .await
-            .map_err(|e| not_found(e, "session"))?;
+            .map_err(|e| not_found(e, of.kind()))?;
         Ok(text
             .and_then(|t| serde_json::from_str::<Map<String, Value>>(&t).ok())
             .unwrap_or_default())
