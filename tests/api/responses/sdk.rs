@@ -79,6 +79,22 @@ async fn the_official_python_sdk_drives_every_operation() {
         finish("stop"),
         usage(20, 4),
     ]));
+    // The same call and answer again, through Chat Completions.
+    model.push(Reply::Stream(vec![
+        tool_fragment(
+            0,
+            Some("call_2"),
+            Some("get_weather"),
+            "{\"city\":\"Paris\"}",
+        ),
+        finish("tool_calls"),
+        usage(10, 5),
+    ]));
+    model.push(Reply::Stream(vec![
+        text("Sunny in Paris."),
+        finish("stop"),
+        usage(20, 4),
+    ]));
     let app = spawn_app_on(Arc::new(TestDb::new().await), &config(&model.url)).await;
     let (_, token) = app.new_tenant().await;
     let mut driver = tokio::process::Command::new(venv.join("bin/python"));
@@ -101,13 +117,15 @@ async fn the_official_python_sdk_drives_every_operation() {
         "sdk_client.py failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
-    // The tool call's output reached the model.
-    let sent = &model.requests()[1].body["messages"];
-    assert!(
-        sent.as_array()
-            .unwrap()
-            .iter()
-            .any(|m| m["role"] == "tool" && m["content"] == "sunny"),
-        "{sent}"
-    );
+    // The tool call's output reached the model, through either API.
+    for answer in [1, 3] {
+        let sent = &model.requests()[answer].body["messages"];
+        assert!(
+            sent.as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["role"] == "tool" && m["content"] == "sunny"),
+            "{sent}"
+        );
+    }
 }
