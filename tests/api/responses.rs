@@ -5,7 +5,12 @@
 mod conversations;
 mod create;
 mod errors;
+mod incomplete;
+mod isolation;
+mod items;
 mod manage;
+mod refusals;
+mod retries;
 mod sdk;
 mod stream;
 mod wire;

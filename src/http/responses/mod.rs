@@ -3,9 +3,11 @@
 //! it attaches to a turn (the request's model string, `background`, `metadata`, and how
 //! the response continued a conversation).
 
+pub mod conversation_items;
 pub mod conversations;
 pub mod create;
 pub mod error;
+pub mod faults;
 pub mod ids;
 pub mod input_items;
 pub mod labels;
