@@ -357,6 +357,11 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
                 .service(
+                    web::resource("/chat/completions")
+                        .post(responses::chat::create_chat_completion)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
                     web::resource("/models")
                         .get(responses::models::list_models)
                         .default_service(web::to(responses::error::method_not_allowed)),

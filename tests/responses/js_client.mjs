@@ -4,8 +4,9 @@
 //
 // SDK_DIR is where `npm ci` installed this directory's package.json (the driver is not
 // inside it, so it loads the SDK from SDK_DIR/node_modules). Agents: `echo` answers at once,
-// `slow` writes one character every 50 ms, `gpt` is a scripted model that first calls the
-// function `get_weather`, then answers its output.
+// `slow` writes one character every 50 ms, `gpt` is a scripted model that calls the
+// function `get_weather` (twice at once through the Responses API, once through Chat
+// Completions), then answers the outputs.
 //
 // One line per step on stdout; the first failed check ends the run with exit status 1, and
 // the last line of a run that passed is "all steps passed".
@@ -209,6 +210,83 @@ async function functionTool() {
   check(newest[0].output === "rainy", `the default order is newest first: ${show(newest)}`);
 }
 
+async function chatCompletions() {
+  step("chat completion");
+  const completion = await client.chat.completions.create({
+    model: "echo",
+    messages: [
+      { role: "developer", content: "Be brief." },
+      { role: "user", content: "Hello, chat!" },
+    ],
+  });
+  check(completion.object === "chat.completion", show(completion));
+  check(completion.id.startsWith("chatcmpl-") && completion.model === "echo", show(completion));
+  const choice = completion.choices[0];
+  check(choice.message.role === "assistant" && choice.message.content === "Hello, chat!", show(choice));
+  check(choice.finish_reason === "stop", show(choice));
+  const usage = completion.usage;
+  check(usage.total_tokens === usage.prompt_tokens + usage.completion_tokens, show(usage));
+  check(usage.total_tokens > 0, show(usage));
+
+  step("chat completion streamed, with a tool round trip");
+  const tools = [
+    {
+      type: "function",
+      function: {
+        name: WEATHER_TOOL.name,
+        description: WEATHER_TOOL.description,
+        parameters: WEATHER_TOOL.parameters,
+      },
+    },
+  ];
+  const messages = [{ role: "user", content: "Weather in Paris?" }];
+  const chunks = await collect(
+    await client.chat.completions.create({
+      model: "gpt",
+      messages,
+      tools,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
+  );
+  check(new Set(chunks.map((c) => c.id)).size === 1, show(chunks.map((c) => c.id)));
+  check(chunks[0].choices[0].delta.role === "assistant", show(chunks[0]));
+  const deltas = chunks.flatMap((c) => c.choices.flatMap((x) => x.delta.tool_calls ?? []));
+  const call = { id: deltas[0]?.id, name: deltas[0]?.function?.name, arguments: "" };
+  for (const delta of deltas) {
+    check(delta.index === 0, show(delta));
+    call.arguments += delta.function?.arguments ?? "";
+  }
+  check(call.name === "get_weather" && call.arguments === '{"city":"Paris"}', show(call));
+  const finish = chunks.flatMap((c) => c.choices.map((x) => x.finish_reason)).filter(Boolean);
+  check(show(finish) === show(["tool_calls"]), show(finish));
+  const last = chunks.at(-1);
+  check(last.choices.length === 0 && last.usage.total_tokens > 0, show(last));
+  messages.push({
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } },
+    ],
+  });
+  messages.push({ role: "tool", tool_call_id: call.id, content: "sunny" });
+  const answer = await collect(
+    await client.chat.completions.create({ model: "gpt", messages, tools, stream: true }),
+  );
+  const text = answer.map((c) => c.choices[0]?.delta?.content ?? "").join("");
+  check(text === "Sunny in Paris.", text);
+  check(answer.at(-1).choices[0].finish_reason === "stop", show(answer.at(-1)));
+
+  step("chat completion streamed with the helper");
+  const runner = client.chat.completions.stream({
+    model: "echo",
+    messages: [{ role: "user", content: "Helper chat" }],
+  });
+  for await (const _ of runner);
+  const final = await runner.finalChatCompletion();
+  check(final.choices[0].message.content === "Helper chat", show(final));
+}
+
 async function conversations() {
   step("conversations");
   const conversation = await client.conversations.create({
@@ -312,6 +390,7 @@ try {
   await streams();
   await background();
   await functionTool();
+  await chatCompletions();
   await conversations();
   await errors();
   console.log("all steps passed");

@@ -488,7 +488,7 @@ fn parse_parts(parts: &[Value], at: &str, role: &str) -> Result<Vec<ContentBlock
 }
 
 /// An `input_file` part: `file_data` (a base64 `data:` URL) or `file_url`.
-fn parse_file(part: &Map<String, Value>, at: &str) -> Result<Part, OpenAiError> {
+pub fn parse_file(part: &Map<String, Value>, at: &str) -> Result<Part, OpenAiError> {
     let filename = part.get("filename").and_then(Value::as_str);
     let metadata = filename.map(|name| serde_json::json!({"filename": name}));
     if let Some(Value::String(data)) = part.get("file_data") {

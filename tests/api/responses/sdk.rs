@@ -123,9 +123,9 @@ async fn run_driver(mut driver: tokio::process::Command, name: &str) {
     );
 }
 
-/// The tool call's output reached the model.
-fn assert_tool_output_sent(model: &ScriptedOpenAi) {
-    let sent = &model.requests()[1].body["messages"];
+/// The tool call's output reached the model in its `request`-th request.
+fn assert_tool_output_sent(model: &ScriptedOpenAi, request: usize) {
+    let sent = &model.requests()[request].body["messages"];
     assert!(
         sent.as_array()
             .unwrap()
@@ -164,6 +164,8 @@ async fn the_official_js_sdk_drives_every_operation() {
         finish("stop"),
         usage(20, 4),
     ]));
+    // A call and its answer through Chat Completions.
+    script_weather(&model);
     let app = spawn_app_on(Arc::new(TestDb::new().await), &config(&model.url)).await;
     let (_, token) = app.new_tenant().await;
     let mut driver = tokio::process::Command::new("node");
@@ -172,7 +174,8 @@ async fn the_official_js_sdk_drives_every_operation() {
         .arg(&sdk)
         .args([app.address.as_str(), &token]);
     run_driver(driver, "js_client.mjs").await;
-    assert_tool_output_sent(&model);
+    assert_tool_output_sent(&model, 1);
+    assert_tool_output_sent(&model, 3);
 }
 
 #[tokio::test]
@@ -183,6 +186,8 @@ async fn the_official_python_sdk_drives_every_operation() {
         .unwrap_or_else(|missing| panic!("the openai Python SDK cannot be installed: {missing}"));
     let model = ScriptedOpenAi::start().await;
     script_weather(&model);
+    // The same call and answer again, through Chat Completions.
+    script_weather(&model);
     let app = spawn_app_on(Arc::new(TestDb::new().await), &config(&model.url)).await;
     let (_, token) = app.new_tenant().await;
     let mut driver = tokio::process::Command::new(venv.join("bin/python"));
@@ -190,5 +195,7 @@ async fn the_official_python_sdk_drives_every_operation() {
         .arg(format!("{DRIVERS}/sdk_client.py"))
         .args([app.address.as_str(), &token]);
     run_driver(driver, "sdk_client.py").await;
-    assert_tool_output_sent(&model);
+    // Through either API.
+    assert_tool_output_sent(&model, 1);
+    assert_tool_output_sent(&model, 3);
 }
