@@ -358,7 +358,11 @@ impl Engine {
             }
         };
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
-        Ok(StartedTurn { turn, live })
+        Ok(StartedTurn {
+            turn,
+            live,
+            replayed: false,
+        })
     }
 }
 

@@ -4,11 +4,17 @@
 //! isolation.
 
 mod chat;
+mod chat_errors;
 mod chat_sessions;
 mod conversations;
 mod create;
 mod errors;
+mod incomplete;
+mod isolation;
+mod items;
 mod manage;
+mod refusals;
+mod retries;
 mod sdk;
 mod stream;
 mod wire;

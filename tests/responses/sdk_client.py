@@ -215,6 +215,24 @@ texts = [item.content[0].text for item in listed]
 assert texts == ["hi", "hello", "again", "again"], texts
 first = client.conversations.items.retrieve(listed[0].id, conversation_id=conversation.id)
 assert first.id == listed[0].id and first.role == "user", first
+
+step("conversation items added between responses")
+added = client.conversations.items.create(
+    conversation.id,
+    items=[{"type": "message", "role": "user", "content": "an aside"},
+           {"type": "message", "role": "assistant", "content": "noted"}],
+)
+assert [item.content[0].text for item in added.data] == ["an aside", "noted"], added
+assert added.data[0].id == f"msg_{conversation.id[5:]}_4", added.data[0].id
+read_back = client.conversations.items.retrieve(added.data[1].id, conversation_id=conversation.id)
+assert read_back.role == "assistant" and read_back.content[0].text == "noted", read_back
+newest = client.conversations.items.list(conversation.id, limit=2)
+assert [item.id for item in newest.data] == [added.data[1].id, added.data[0].id], newest
+try:
+    client.conversations.items.delete(added.data[0].id, conversation_id=conversation.id)
+    raise AssertionError("an item was deleted")
+except openai.APIStatusError as error:
+    assert error.status_code == 405, error
 deleted = client.conversations.delete(conversation.id)
 assert deleted.deleted and deleted.id == conversation.id, deleted
 try:
