@@ -1,7 +1,7 @@
 //! Chat completions and sessions: the history a request repeats seeds a new session (within
 //! `engine.max_seed_messages`), `Agentry-Session` continues one when the repeated history is
-//! the stored one, another tenant's session is out of reach, and every refusal names the
-//! parameter at fault in OpenAI's error shape.
+//! the stored one (tool calls included), another tenant's session is out of reach, and
+//! every refusal names the parameter at fault in OpenAI's error shape.
 
 use std::sync::Arc;
 
@@ -9,7 +9,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::chat::chat;
+use super::wire::app_with_model;
 use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_on};
+use crate::scripted::{Reply as Scripted, ScriptedOpenAi, finish, text, tool_fragment};
 
 fn user(text: &str) -> Value {
     json!({"role": "user", "content": text})
@@ -341,4 +343,54 @@ required = true
     assert_eq!(unauthenticated.status(), StatusCode::UNAUTHORIZED);
     let body: Value = unauthenticated.json().await.unwrap();
     assert_eq!(body["error"]["type"], "authentication_error");
+}
+
+#[tokio::test]
+async fn a_named_session_answers_its_tool_calls_with_the_whole_history_repeated() {
+    let model = ScriptedOpenAi::start().await;
+    model.push(Scripted::Stream(vec![
+        text("Let me look."),
+        tool_fragment(0, Some("call_7"), Some("lookup"), "{\"q\":\"x\"}"),
+        finish("tool_calls"),
+    ]));
+    model.push(Scripted::Stream(vec![text("Found it."), finish("stop")]));
+    let app = app_with_model(&model).await;
+    let (_, token) = app.new_tenant().await;
+    let tools = json!([{"type": "function", "function": {"name": "lookup"}}]);
+    let key = Some("tools-1");
+    let mut messages = vec![user("Find x")];
+    let asked = chat(
+        &app,
+        &token,
+        json!({"model": "gpt", "messages": messages, "tools": tools}),
+        key,
+    )
+    .await;
+    assert_eq!(asked.status, StatusCode::OK, "{}", asked.text);
+    let message = asked.body["choices"][0]["message"].clone();
+    assert_eq!(message["content"], "Let me look.");
+    messages.push(message);
+    messages.push(json!({"role": "tool", "tool_call_id": "call_7", "content": "x is here"}));
+    let answered = chat(
+        &app,
+        &token,
+        json!({"model": "gpt", "messages": messages, "tools": tools}),
+        key,
+    )
+    .await;
+    assert_eq!(answered.status, StatusCode::OK, "{}", answered.text);
+    assert_eq!(session_of(&answered), session_of(&asked));
+    assert_eq!(
+        answered.body["choices"][0]["message"]["content"],
+        "Found it."
+    );
+    assert_eq!(
+        history(&app, &token, &session_of(&asked)).await,
+        [
+            json!(["user", "Find x"]),
+            json!(["assistant", "Let me look."]),
+            json!(["tool", "x is here"]),
+            json!(["assistant", "Found it."]),
+        ]
+    );
 }
