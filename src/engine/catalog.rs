@@ -14,8 +14,8 @@ use crate::agents::{Agent, Agents};
 use crate::config::{
     AgentPolicy, AgentSpec, ConnectionSettings, McpServerSettings, TenantAgentSettings,
 };
-use crate::model::{AgentId, AgentVersion, FieldError, TenantAgent};
-use crate::store::StoreError;
+use crate::model::{AgentId, AgentVersion, FieldError, Session, TenantAgent};
+use crate::store::{Store, StoreError};
 use crate::tools::mcp::McpRegistry;
 
 /// Built versions kept before the cache starts over.
@@ -89,6 +89,27 @@ impl Catalog {
             limits: &self.policy.limits,
             mcp_servers: &self.policy.mcp_servers,
         }
+    }
+
+    /// The agent a session runs: its configured agent, or the tenant agent's version it
+    /// is pinned to; `None` when that no longer exists.
+    pub(super) async fn agent_of(
+        &self,
+        store: &Store,
+        session: &Session,
+    ) -> Result<Option<Arc<Agent>>, StoreError> {
+        let Some((id, number)) = session.agent_version else {
+            return Ok(self.platform.get(&session.agent).cloned());
+        };
+        let version = match store
+            .get_tenant_agent_version(&session.tenant_id, &id, number)
+            .await
+        {
+            Ok(version) => version,
+            Err(StoreError::NotFound) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        Ok(self.build(&id, &session.agent, &version).ok())
     }
 
     /// A version's agent, built once.

@@ -87,7 +87,7 @@ impl Engine {
                 continue;
             }
             tracing::warn!(turn_id = %turn.id, owner = ?orphan.owner, "ending a turn whose process is gone");
-            let interrupted = turn_log::interrupt_orphan(self, turn).await;
+            let interrupted = turn_log::interrupt_orphan(self.turn_parts(), turn).await;
             if self.settle(turn, orphan.owner.as_ref()).await {
                 ended += 1;
             } else {
@@ -187,7 +187,7 @@ impl Engine {
             Err(error) => {
                 tracing::warn!(%error, turn_id = %turn.id, "the session of a waiting turn is gone");
                 turn_log::stop_failed(
-                    &self,
+                    self.turn_parts(),
                     &turn,
                     None,
                     TurnError::new("internal", "the turn's session could not be read"),
@@ -340,7 +340,7 @@ impl Engine {
                 if !self.lease.is_held() {
                     break;
                 }
-                match turn_log::end_unstored(&self, &turn, reason).await {
+                match turn_log::end_unstored(self.turn_parts(), &turn, reason).await {
                     Ok(()) | Err(EngineError::Store(StoreError::Fenced(_))) => {
                         tracing::info!(turn_id = %turn.id, "ended a turn whose end could not be stored before");
                         self.unended.lock().expect("unended lock").remove(&turn.id);
@@ -427,10 +427,7 @@ impl Engine {
 
     /// A turn of this process whose end could not be stored: ended later, with `reason`.
     pub(super) fn end_later(&self, turn: &Turn, reason: TurnError) {
-        self.unended
-            .lock()
-            .expect("unended lock")
-            .insert(turn.id, (turn.clone(), reason));
+        self.turn_parts().end_later(turn, reason);
     }
 
     async fn sweep(self: Arc<Self>) {
@@ -502,7 +499,7 @@ impl Engine {
         {
             return Ok(false);
         }
-        turn_log::stop_unstarted(self, turn, None, reason).await;
+        turn_log::stop_unstarted(self.turn_parts(), turn, None, reason).await;
         // Not ended: it waits for any process again.
         if !self.settle(turn, None).await {
             return Err(EngineError::Store(StoreError::Corrupt(

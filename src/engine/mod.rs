@@ -39,6 +39,7 @@ mod transitions;
 mod turn_control;
 mod turn_log;
 mod turn_loop;
+mod turn_parts;
 mod turn_task;
 mod turn_tools;
 mod turn_trace;

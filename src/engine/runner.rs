@@ -15,12 +15,13 @@ use super::fanout::Fanout;
 use super::follow::{Follow, follow};
 use super::request::StartedTurn;
 use super::scheduler::Scheduler;
+use super::turn_parts::TurnParts;
 use super::writer::EventWriter;
 use crate::agents::Agents;
 use crate::config::EngineSettings;
 use crate::crypto::SecretBox;
 use crate::metrics::Metrics;
-use crate::model::{Event, ProcessId, SessionId, Turn, TurnError, TurnId};
+use crate::model::{Event, ProcessId, SessionId, TurnId};
 use crate::store::Deltas;
 use crate::store::{Backend, Store, StoreError};
 
@@ -58,7 +59,7 @@ pub struct Engine {
     pub(super) lease: Arc<super::lease::Lease>,
     /// Turns whose `turn_stop` could not be stored, with why they end: ended once a write
     /// succeeds again.
-    pub(super) unended: Mutex<HashMap<TurnId, (Turn, TurnError)>>,
+    pub(super) unended: super::turn_parts::Unended,
     pub(super) unended_wake: tokio::sync::Notify,
     /// Unfinished turns of this process's that it did not run at the last sweep.
     pub(super) untracked: Mutex<std::collections::HashSet<TurnId>>,
@@ -133,6 +134,23 @@ impl Engine {
             accepting: AtomicBool::new(true),
             shutdown: CancellationToken::new(),
         })
+    }
+
+    /// What a turn uses while it runs and ends.
+    pub(super) fn turn_parts(&self) -> TurnParts<'_> {
+        TurnParts {
+            store: &self.store,
+            catalog: &self.catalog,
+            secrets: &self.secrets,
+            writer: &self.writer,
+            http: &self.http,
+            tools: &self.tools,
+            mcp: &self.mcp,
+            metrics: &self.metrics,
+            histories: &self.histories,
+            quotas: &self.quotas,
+            unended: &self.unended,
+        }
     }
 
     /// The session's events after a cursor, replayed then live.

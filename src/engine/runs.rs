@@ -189,7 +189,7 @@ impl Engine {
         }
         // Its answers are not a turn's own: the session's history is read again.
         self.histories.forget(&turn.session_id);
-        turn_log::answer_cancelled(self, &turn, &pending, CANCELLED_CALL).await;
+        turn_log::answer_cancelled(self.turn_parts(), &turn, &pending, CANCELLED_CALL).await;
         Ok(())
     }
 }

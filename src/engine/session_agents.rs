@@ -42,19 +42,7 @@ impl Engine {
     /// The agent a session runs: its configured agent, or the tenant agent's version it
     /// is pinned to; `None` when that no longer exists.
     pub async fn agent_of(&self, session: &Session) -> Result<Option<Arc<Agent>>, EngineError> {
-        let Some((id, number)) = session.agent_version else {
-            return Ok(self.catalog.platform.get(&session.agent).cloned());
-        };
-        let version = match self
-            .store
-            .get_tenant_agent_version(&session.tenant_id, &id, number)
-            .await
-        {
-            Ok(version) => version,
-            Err(StoreError::NotFound) => return Ok(None),
-            Err(error) => return Err(error.into()),
-        };
-        Ok(self.catalog.build(&id, &session.agent, &version).ok())
+        Ok(self.catalog.agent_of(&self.store, session).await?)
     }
 
     /// The session's agent when it is at hand without the database: its configured agent,

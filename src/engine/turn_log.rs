@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::assemble::turn_messages;
 use super::error::EngineError;
 use super::pager::LogPager;
-use super::runner::Engine;
+use super::turn_parts::TurnParts;
 use super::writer::{Append, Receipt, unstored};
 use crate::model::{Content, EventData, HistoryMessage, StopReason, Turn, TurnError, Usage};
 use crate::store::{Deltas, StoreError};
@@ -17,7 +17,7 @@ use crate::store::{Deltas, StoreError};
 /// the history messages not yet known durable, to add them to the session's cached history.
 /// Counts the turn's start and end in the metrics.
 pub(super) struct TurnLog<'a> {
-    engine: &'a Engine,
+    parts: TurnParts<'a>,
     turn: &'a Turn,
     last: Option<Receipt>,
     unsynced: Vec<HistoryMessage>,
@@ -36,17 +36,17 @@ pub(super) struct TurnLog<'a> {
 
 impl<'a> TurnLog<'a> {
     /// The log of a turn of `agent`; `None` reads the agent from the turn's session.
-    pub(super) async fn new(engine: &'a Engine, turn: &'a Turn, agent: Option<&str>) -> Self {
+    pub(super) async fn new(parts: TurnParts<'a>, turn: &'a Turn, agent: Option<&str>) -> Self {
         let agent = match agent {
             Some(agent) => agent.to_owned(),
-            None => engine
+            None => parts
                 .store
                 .get_session(&turn.tenant_id, &turn.session_id)
                 .await
                 .map_or_else(|_| "unknown".to_owned(), |session| session.agent),
         };
         Self {
-            engine,
+            parts,
             turn,
             last: None,
             unsynced: Vec::new(),
@@ -65,7 +65,7 @@ impl<'a> TurnLog<'a> {
     /// Appends the turn's `turn_start`; `running` when the turn now runs (its duration is
     /// measured from here).
     pub(super) async fn start(&mut self, running: bool) {
-        self.engine
+        self.parts
             .metrics
             .turn_started(&self.agent, &self.turn.tenant_id);
         if running {
@@ -81,11 +81,9 @@ impl<'a> TurnLog<'a> {
         }
         self.first_output = true;
         if let Some(since) = self.running_since {
-            self.engine.metrics.turn_first_event(
-                &self.agent,
-                &self.turn.tenant_id,
-                since.elapsed(),
-            );
+            self.parts
+                .metrics
+                .turn_first_event(&self.agent, &self.turn.tenant_id, since.elapsed());
         }
     }
 
@@ -99,7 +97,7 @@ impl<'a> TurnLog<'a> {
         }
         self.unsynced.extend(history.iter().cloned());
         let receipt = self
-            .engine
+            .parts
             .writer
             .append(Append {
                 tenant: self.turn.tenant_id,
@@ -123,7 +121,7 @@ impl<'a> TurnLog<'a> {
                 Err(_) => Err(StoreError::Corrupt("the event writer stopped".into())),
             },
         };
-        let histories = &self.engine.histories;
+        let histories = &self.parts.histories;
         let session = &self.turn.session_id;
         if synced.is_err() || self.failed {
             self.failed = true;
@@ -148,7 +146,7 @@ impl<'a> TurnLog<'a> {
         usage: Usage,
     ) {
         // Counted before the end is published: whoever sees the end sees it counted.
-        self.engine.metrics.turn_ended(
+        self.parts.metrics.turn_ended(
             &self.agent,
             outcome_label(stop_reason, error.as_ref().map(|e| e.code.as_str())),
             &self.turn.tenant_id,
@@ -156,7 +154,7 @@ impl<'a> TurnLog<'a> {
         );
         // The tenant's tokens of the day are read again once this turn's usage is durable:
         // a client that sees the end and starts another turn is held to them.
-        self.engine.quotas.turn_ended(&self.turn.tenant_id);
+        self.parts.quotas.turn_ended(&self.turn.tenant_id);
         let _ = self.sync().await;
         let stopped = if self.failed {
             // Some of its events are not stored: the end closes what is (the message it
@@ -188,7 +186,7 @@ impl<'a> TurnLog<'a> {
             }
             Err(error) => {
                 tracing::warn!(turn_id = %self.turn.id, error = %error, "could not record the end of a turn: it ends once the database takes writes again");
-                self.engine.end_later(self.turn, unstored(&error));
+                self.parts.end_later(self.turn, unstored(&error));
             }
         }
     }
@@ -209,12 +207,12 @@ fn outcome_label(stop_reason: StopReason, error_code: Option<&str>) -> &'static 
 /// A turn whose task failed unexpectedly: it still gets its end. `agent`: the turn's, if
 /// known.
 pub(super) async fn stop_failed(
-    engine: &Engine,
+    parts: TurnParts<'_>,
     turn: &Turn,
     agent: Option<&str>,
     reason: TurnError,
 ) {
-    TurnLog::new(engine, turn, agent)
+    TurnLog::new(parts, turn, agent)
         .await
         .stop(StopReason::Error, Some(reason), Usage::default())
         .await;
@@ -222,12 +220,12 @@ pub(super) async fn stop_failed(
 
 /// A turn stopped while it waited for a slot: it still gets a start and an end.
 pub(super) async fn stop_unstarted(
-    engine: &Engine,
+    parts: TurnParts<'_>,
     turn: &Turn,
     agent: Option<&str>,
     reason: TurnError,
 ) {
-    let mut log = TurnLog::new(engine, turn, agent).await;
+    let mut log = TurnLog::new(parts, turn, agent).await;
     log.start(false).await;
     log.stop(StopReason::Error, Some(reason), Usage::default())
         .await;
@@ -236,12 +234,12 @@ pub(super) async fn stop_unstarted(
 /// The turn that ends a run cancelled while it awaited answers: each pending call is
 /// answered with `answer` (an event and a history message), then the turn stops cancelled.
 pub(super) async fn answer_cancelled(
-    engine: &Engine,
+    parts: TurnParts<'_>,
     turn: &Turn,
     calls: &[super::PendingCall],
     answer: &str,
 ) {
-    let mut log = TurnLog::new(engine, turn, None).await;
+    let mut log = TurnLog::new(parts, turn, None).await;
     log.start(false).await;
     let (events, history) = calls
         .iter()
@@ -272,9 +270,9 @@ pub(super) async fn answer_cancelled(
 }
 
 /// The events of a turn that are durable, text deltas merged.
-async fn durable_events(engine: &Engine, turn: &Turn) -> Result<Vec<EventData>, EngineError> {
+async fn durable_events(parts: TurnParts<'_>, turn: &Turn) -> Result<Vec<EventData>, EngineError> {
     let log = LogPager::new(
-        engine.store.clone(),
+        parts.store.clone(),
         turn.tenant_id,
         turn.session_id,
         Some(turn.id),
@@ -299,18 +297,18 @@ fn open_message(events: &[EventData]) -> Option<usize> {
 /// Ends a turn of this process whose events (or end) could not be stored, once the
 /// database takes writes again (see [`close_turn`]).
 pub(super) async fn end_unstored(
-    engine: &Engine,
+    parts: TurnParts<'_>,
     turn: &Turn,
     reason: TurnError,
 ) -> Result<(), EngineError> {
-    let mut log = TurnLog::new(engine, turn, Some("")).await;
+    let mut log = TurnLog::new(parts, turn, Some("")).await;
     close_turn(&mut log, reason).await
 }
 
 /// Ends a turn after what is durable of it, in one append: the message it left open is
 /// closed (the history holds what clients saw of it) and a `turn_stop` says why.
 async fn close_turn(log: &mut TurnLog<'_>, reason: TurnError) -> Result<(), EngineError> {
-    let events = durable_events(log.engine, log.turn).await?;
+    let events = durable_events(log.parts, log.turn).await?;
     let mut closing = Vec::new();
     let mut history = Vec::new();
     if events.is_empty() {
@@ -333,18 +331,18 @@ async fn close_turn(log: &mut TurnLog<'_>, reason: TurnError) -> Result<(), Engi
 
 /// Ends a turn a previous process left unfinished: closes the message it was writing
 /// (so history holds what clients already saw) and appends an `interrupted` stop.
-pub(super) async fn interrupt_orphan(engine: &Engine, turn: &Turn) -> Result<(), EngineError> {
-    let mut log = TurnLog::new(engine, turn, None).await;
+pub(super) async fn interrupt_orphan(parts: TurnParts<'_>, turn: &Turn) -> Result<(), EngineError> {
+    let mut log = TurnLog::new(parts, turn, None).await;
     if turn.started_at.is_none() {
-        engine.metrics.turn_started(&log.agent, &turn.tenant_id);
+        parts.metrics.turn_started(&log.agent, &turn.tenant_id);
     }
-    engine.metrics.turn_ended(
+    parts.metrics.turn_ended(
         &log.agent,
         outcome_label(StopReason::Error, Some(TurnError::INTERRUPTED)),
         &turn.tenant_id,
         None,
     );
-    engine.quotas.turn_ended(&turn.tenant_id);
+    parts.quotas.turn_ended(&turn.tenant_id);
     close_turn(
         &mut log,
         TurnError::new(

@@ -12,10 +12,10 @@ use super::call_ids::CallIds;
 use super::compaction;
 use super::error::EngineError;
 use super::request::Permission;
-use super::runner::Engine;
 use super::scheduler::TurnControl;
 use super::sessions::open_secret_options;
 use super::turn_log::TurnLog;
+use super::turn_parts::TurnParts;
 use super::turn_tools::{Call, Resolution, record_tool_result, resolve, run_traced_tool};
 use super::turn_trace::{Meter, Step, record_prompt, record_step, step_span};
 use super::writer::unstored;
@@ -46,16 +46,16 @@ impl Outcome {
 }
 
 pub(super) async fn run_turn(
-    engine: &Engine,
+    parts: TurnParts<'_>,
     turn: &Turn,
     session: &Session,
     permissions: &[Permission],
     control: &TurnControl,
 ) {
     let started = Instant::now();
-    let mut log = TurnLog::new(engine, turn, Some(&session.agent)).await;
+    let mut log = TurnLog::new(parts, turn, Some(&session.agent)).await;
     log.start(true).await;
-    let mut outcome = match run_steps(engine, turn, session, permissions, control, &mut log).await {
+    let mut outcome = match run_steps(parts, turn, session, permissions, control, &mut log).await {
         Ok(outcome) => outcome,
         // The turn's events could not be stored (or it is no longer this process's).
         Err(EngineError::Store(error))
@@ -120,14 +120,14 @@ fn stopped(control: &TurnControl) -> Outcome {
 /// The agent loop: call the model, resolve its tool calls, call it again, until it answers
 /// without tools, needs the client, fails, or runs out of steps.
 async fn run_steps(
-    engine: &Engine,
+    parts: TurnParts<'_>,
     turn: &Turn,
     session: &Session,
     permissions: &[Permission],
     control: &TurnControl,
     log: &mut TurnLog<'_>,
 ) -> Result<Outcome, EngineError> {
-    let Some(agent) = engine.agent_of(session).await? else {
+    let Some(agent) = parts.agent_of(session).await? else {
         return Ok(Outcome::failed(
             "agent_unavailable",
             format!("agent `{}` is no longer configured", session.agent),
@@ -140,7 +140,7 @@ async fn run_steps(
         let content = if permission.granted {
             match until_stopped(
                 control,
-                run_traced_tool(engine, turn, agent, &call.id, &call.name, &call.input),
+                run_traced_tool(parts, turn, agent, &call.id, &call.name, &call.input),
             )
             .await
             {
@@ -169,10 +169,10 @@ async fn run_steps(
         .collect();
     // Shared by the turn's steps, never copied per step.
     let tools: std::sync::Arc<[ToolSpec]> = tools.into();
-    let options = std::sync::Arc::new(open_secret_options(&engine.secrets, session)?);
-    let provider = providers::for_agent(agent.settings(), &engine.http);
+    let options = std::sync::Arc::new(open_secret_options(parts.secrets, session)?);
+    let provider = providers::for_agent(agent.settings(), parts.http);
     let meter = Meter {
-        metrics: &engine.metrics,
+        metrics: parts.metrics,
         provider: agent.settings().provider.kind().as_str(),
         model: agent.model_label(&options),
         tenant: &turn.tenant_id,
@@ -187,14 +187,14 @@ async fn run_steps(
     let max_steps = agent.settings().max_steps;
     let budgeted = agent.settings().history.budget_tokens > 0;
     let mut token_ratio = if budgeted {
-        engine
+        parts
             .store
             .get_token_ratio(&turn.tenant_id, &turn.session_id)
             .await?
     } else {
         None
     };
-    let mut call_ids = CallIds::new(&engine.store, turn.tenant_id, turn.session_id);
+    let mut call_ids = CallIds::new(parts.store, turn.tenant_id, turn.session_id);
     for _ in 0..max_steps {
         if control.token().is_cancelled() {
             return Ok(stopped(control));
@@ -207,8 +207,8 @@ async fn run_steps(
             meter: &meter,
         };
         let (messages, compaction) = compaction::history_for_model(
-            &engine.store,
-            &engine.histories,
+            parts.store,
+            parts.histories,
             turn,
             session,
             agent,
@@ -259,7 +259,7 @@ async fn run_steps(
                 compaction::updated_token_ratio(token_ratio, step.input_tokens, estimated)
         {
             token_ratio = Some(ratio);
-            engine
+            parts
                 .store
                 .update_token_ratio(&turn.tenant_id, &turn.session_id, ratio)
                 .await?;
@@ -295,7 +295,7 @@ async fn run_steps(
                 Resolution::RunNow => {
                     let Some(content) = until_stopped(
                         control,
-                        run_traced_tool(engine, turn, agent, &call.id, &call.name, &call.input),
+                        run_traced_tool(parts, turn, agent, &call.id, &call.name, &call.input),
                     )
                     .await
                     else {

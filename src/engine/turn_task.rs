@@ -115,7 +115,8 @@ impl Engine {
             Slot::Ready(_permits) => {
                 let waited = (crate::model::now() - turn.created_at).to_std();
                 self.metrics.turn_queue_wait(waited.unwrap_or_default());
-                let run = turn_loop::run_turn(&self, &turn, &session, &permissions, &control);
+                let run =
+                    turn_loop::run_turn(self.turn_parts(), &turn, &session, &permissions, &control);
                 // A bug must not leave a turn without its end: clients wait for turn_stop.
                 if std::panic::AssertUnwindSafe(run)
                     .catch_unwind()
@@ -124,7 +125,7 @@ impl Engine {
                 {
                     tracing::error!(turn_id = %turn.id, "a turn's task panicked");
                     turn_log::stop_failed(
-                        &self,
+                        self.turn_parts(),
                         &turn,
                         Some(&session.agent),
                         TurnError::new("internal", "the turn failed inside the server"),
@@ -133,12 +134,19 @@ impl Engine {
                 }
             }
             Slot::Stopped => {
-                turn_log::stop_unstarted(&self, &turn, Some(&session.agent), control.reason()).await
+                turn_log::stop_unstarted(
+                    self.turn_parts(),
+                    &turn,
+                    Some(&session.agent),
+                    control.reason(),
+                )
+                .await
             }
             Slot::Failed => {
                 let reason =
                     TurnError::new("internal", "the turn could not start: the database failed");
-                turn_log::stop_unstarted(&self, &turn, Some(&session.agent), reason).await
+                turn_log::stop_unstarted(self.turn_parts(), &turn, Some(&session.agent), reason)
+                    .await
             }
         }
         self.scheduler.unregister(&turn.id);

@@ -4,8 +4,8 @@
 
 use tracing::Instrument;
 
-use super::runner::Engine;
 use super::turn_log::TurnLog;
+use super::turn_parts::TurnParts;
 use crate::agents::{Agent, ServerTool};
 use crate::model::{Content, EventData, HistoryMessage, Session, Turn};
 use crate::tools;
@@ -45,7 +45,7 @@ pub(super) fn resolve(agent: &Agent, session: &Session, name: &str) -> Resolutio
 /// Runs a server tool on validated arguments; the text is its result, errors included.
 /// Its `tool_call` is already durable, so a crash never runs it twice.
 async fn run_server_tool(
-    engine: &Engine,
+    parts: TurnParts<'_>,
     turn: &Turn,
     agent: &Agent,
     name: &str,
@@ -63,16 +63,9 @@ async fn run_server_tool(
             if let Err(problem) = checked {
                 return format!("Error: invalid arguments: {problem}");
             }
-            tools::run(
-                builtin,
-                input,
-                &engine.store,
-                &turn.tenant_id,
-                &engine.tools,
-            )
-            .await
+            tools::run(builtin, input, parts.store, &turn.tenant_id, parts.tools).await
         }
-        ServerTool::Mcp { server, tool } => engine.mcp.run(&server, &tool, input).await,
+        ServerTool::Mcp { server, tool } => parts.mcp.run(&server, &tool, input).await,
     }
 }
 
@@ -95,7 +88,7 @@ pub(super) async fn record_tool_result(log: &mut TurnLog<'_>, call_id: &str, tex
 /// A tool call's run in a span of its own: tool, call id, kind (`builtin`, `mcp`), MCP
 /// server, and outcome (`error` when its result is an `Error: …`).
 pub(super) async fn run_traced_tool(
-    engine: &Engine,
+    parts: TurnParts<'_>,
     turn: &Turn,
     agent: &Agent,
     id: &str,
@@ -120,7 +113,7 @@ pub(super) async fn run_traced_tool(
         agentry.tool.outcome = tracing::field::Empty,
         error.type = tracing::field::Empty,
     );
-    let content = run_server_tool(engine, turn, agent, name, input)
+    let content = run_server_tool(parts, turn, agent, name, input)
         .instrument(span.clone())
         .await;
     if content.starts_with("Error:") {
