@@ -357,7 +357,11 @@ impl Engine {
             }
         };
         tracing::info!(turn_id = %turn.id, session_id = %session_id, "turn queued");
-        Ok(StartedTurn { turn, live })
+        Ok(StartedTurn {
+            turn,
+            live,
+            replayed: false,
+        })
     }
 
     /// The tenant's latest turn a client started with `key` in `scope`, in any session.
@@ -375,6 +379,26 @@ impl Engine {
             .store
             .find_latest_turn_by_key(tenant, &scoped_key(scope, key))
             .await?)
+    }
+
+    /// The tenant's turn a client started with `key` in `scope` (in any session), if this
+    /// request (its `fingerprint`) is the one that started it; `IdempotencyMismatch` when
+    /// another request used the key. For faces whose retry may not name the session.
+    pub async fn retried_turn(
+        &self,
+        tenant: &TenantId,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Turn>, EngineError> {
+        let Some(turn) = self.find_turn_by_key(tenant, scope, key).await? else {
+            return Ok(None);
+        };
+        if turn.request_hash.as_deref() == Some(self.fingerprint_hash(fingerprint).as_str()) {
+            Ok(Some(turn))
+        } else {
+            Err(EngineError::IdempotencyMismatch)
+        }
     }
 
     /// Tool calls still unanswered. They can only follow the last user message, so the tail
@@ -429,8 +453,11 @@ impl Engine {
     /// with the secrets key, so the database holds no guessing oracle for what a request
     /// carried (secret options included).
     fn request_hash(&self, request: &TurnRequest) -> String {
-        self.secrets
-            .mac_hex("turn-request", request.fingerprint.as_bytes())
+        self.fingerprint_hash(&request.fingerprint)
+    }
+
+    fn fingerprint_hash(&self, fingerprint: &str) -> String {
+        self.secrets.mac_hex("turn-request", fingerprint.as_bytes())
     }
 
     /// The session as the turn's overrides leave it, or `None` if they change nothing.

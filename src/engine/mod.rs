@@ -15,6 +15,7 @@ mod error;
 mod fanout;
 mod follow;
 mod histories;
+mod history_append;
 mod input;
 mod labels;
 mod lease;

@@ -64,10 +64,21 @@ pub struct StartedTurn {
     pub turn: Turn,
     /// For a new turn: subscribed before it could write, so following it needs no replay.
     pub(super) live: Option<super::fanout::Subscription>,
+    /// An earlier turn its idempotency key names, not a new one.
+    pub(super) replayed: bool,
 }
 
 impl StartedTurn {
     pub(super) fn replay(turn: Turn) -> Self {
-        Self { turn, live: None }
+        Self {
+            turn,
+            live: None,
+            replayed: true,
+        }
+    }
+
+    /// Whether the request was a retry, answered with the turn it started before.
+    pub fn is_replay(&self) -> bool {
+        self.replayed
     }
 }

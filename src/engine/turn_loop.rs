@@ -320,7 +320,7 @@ async fn run_steps(
     }
     outcome.stop_reason = StopReason::Error;
     outcome.error = Some(TurnError::new(
-        "max_steps",
+        TurnError::MAX_STEPS,
         format!("the model kept calling tools for {max_steps} steps"),
     ));
     Ok(outcome)

@@ -346,14 +346,19 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 )
                 .service(
                     web::resource("/conversations/{conversation_id}/items")
-                        .get(responses::conversations::list_items)
-                        .post(responses::conversations::create_items)
+                        .get(responses::conversation_items::list_items)
+                        .post(responses::conversation_items::create_items)
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
                 .service(
                     web::resource("/conversations/{conversation_id}/items/{item_id}")
-                        .get(responses::conversations::get_item)
-                        .delete(responses::conversations::delete_item)
+                        .get(responses::conversation_items::get_item)
+                        .delete(responses::conversation_items::delete_item)
+                        .default_service(web::to(responses::error::method_not_allowed)),
+                )
+                .service(
+                    web::resource("/chat/completions")
+                        .post(responses::chat::create_chat_completion)
                         .default_service(web::to(responses::error::method_not_allowed)),
                 )
                 .service(

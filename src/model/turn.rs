@@ -117,6 +117,8 @@ pub struct TurnError {
 impl TurnError {
     pub const CANCELLED: &'static str = "cancelled";
     pub const INTERRUPTED: &'static str = "interrupted";
+    /// The agent's `max_steps` ended the turn while the model kept calling tools.
+    pub const MAX_STEPS: &'static str = "max_steps";
 
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {

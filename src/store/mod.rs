@@ -21,6 +21,7 @@ mod credentials;
 mod events;
 mod files;
 mod history;
+mod history_append;
 mod keys;
 mod labels;
 mod migrate;

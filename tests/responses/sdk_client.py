@@ -3,7 +3,8 @@
 usage: sdk_client.py BASE_URL TOKEN
 
 Agents: `echo` answers at once, `slow` writes one character every 50 ms, `gpt` is a
-scripted model that first calls the function `get_weather`, then answers its output.
+scripted model that calls the function `get_weather`, then answers its output (twice:
+once through the Responses API, once through Chat Completions).
 Every step checks what the SDK got; the last line printed is "all steps passed".
 """
 
@@ -113,6 +114,88 @@ answered = client.responses.create(
 )
 assert answered.output_text == "Sunny in Paris.", answered
 
+step("chat completion")
+completion = client.chat.completions.create(
+    model="echo",
+    messages=[{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hello, chat!"}],
+    temperature=0.3,
+    metadata={"k": "v"},
+)
+assert completion.object == "chat.completion" and completion.id.startswith("chatcmpl-"), completion
+assert completion.model == "echo"
+choice = completion.choices[0]
+assert choice.message.role == "assistant" and choice.message.content == "Hello, chat!", choice
+assert choice.finish_reason == "stop" and choice.message.tool_calls is None, choice
+usage = completion.usage
+assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens > 0, usage
+
+step("chat completion (stream with usage)")
+chunks = list(client.chat.completions.create(
+    model="echo",
+    messages=[{"role": "user", "content": "Stream me, please"}],
+    stream=True,
+    stream_options={"include_usage": True},
+))
+assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-"), chunks
+assert chunks[0].choices[0].delta.role == "assistant"
+text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+assert text == "Stream me, please", text
+assert chunks[-2].choices[0].finish_reason == "stop", chunks[-2]
+assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens > 0, chunks[-1]
+assert all(c.usage is None for c in chunks[:-1])
+
+step("chat completion (stream helper)")
+with client.chat.completions.stream(
+    model="echo", messages=[{"role": "user", "content": "Helper chat"}]
+) as stream:
+    for _ in stream:
+        pass
+    final = stream.get_final_completion()
+assert final.choices[0].message.content == "Helper chat", final
+
+step("chat completion (continued session)")
+key = {"Agentry-Session": "sdk-chat"}
+history = [{"role": "user", "content": "one"}]
+first = client.chat.completions.create(model="echo", messages=history, extra_headers=key)
+history += [{"role": "assistant", "content": first.choices[0].message.content},
+            {"role": "user", "content": "two"}]
+second = client.chat.completions.with_raw_response.create(model="echo", messages=history, extra_headers=key)
+assert second.parse().choices[0].message.content == "two"
+session = second.headers["agentry-session"]
+assert session.startswith("sess_"), session
+try:
+    client.chat.completions.create(
+        model="echo",
+        messages=[{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
+                  {"role": "user", "content": "z"}],
+        extra_headers=key,
+    )
+    raise AssertionError("a rewritten history was accepted")
+except openai.BadRequestError as error:
+    assert error.param == "messages", error.body
+
+step("chat completion tool round trip")
+chat_tools = [{
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}]
+messages = [{"role": "user", "content": "Weather in Paris?"}]
+asked = client.chat.completions.create(model="gpt", messages=messages, tools=chat_tools)
+choice = asked.choices[0]
+assert choice.finish_reason == "tool_calls", choice
+calls = choice.message.tool_calls
+assert len(calls) == 1 and calls[0].function.name == "get_weather", calls
+assert calls[0].function.arguments == '{"city":"Paris"}', calls[0]
+messages.append(choice.message.model_dump(exclude_none=True))
+messages.append({"role": "tool", "tool_call_id": calls[0].id, "content": "sunny"})
+answered = client.chat.completions.create(model="gpt", messages=messages, tools=chat_tools)
+assert answered.choices[0].message.content == "Sunny in Paris.", answered
+assert answered.choices[0].finish_reason == "stop"
+
 step("conversations")
 conversation = client.conversations.create(
     items=[{"type": "message", "role": "user", "content": "hi"},
@@ -132,6 +215,24 @@ texts = [item.content[0].text for item in listed]
 assert texts == ["hi", "hello", "again", "again"], texts
 first = client.conversations.items.retrieve(listed[0].id, conversation_id=conversation.id)
 assert first.id == listed[0].id and first.role == "user", first
+
+step("conversation items added between responses")
+added = client.conversations.items.create(
+    conversation.id,
+    items=[{"type": "message", "role": "user", "content": "an aside"},
+           {"type": "message", "role": "assistant", "content": "noted"}],
+)
+assert [item.content[0].text for item in added.data] == ["an aside", "noted"], added
+assert added.data[0].id == f"msg_{conversation.id[5:]}_4", added.data[0].id
+read_back = client.conversations.items.retrieve(added.data[1].id, conversation_id=conversation.id)
+assert read_back.role == "assistant" and read_back.content[0].text == "noted", read_back
+newest = client.conversations.items.list(conversation.id, limit=2)
+assert [item.id for item in newest.data] == [added.data[1].id, added.data[0].id], newest
+try:
+    client.conversations.items.delete(added.data[0].id, conversation_id=conversation.id)
+    raise AssertionError("an item was deleted")
+except openai.APIStatusError as error:
+    assert error.status_code == 405, error
 deleted = client.conversations.delete(conversation.id)
 assert deleted.deleted and deleted.id == conversation.id, deleted
 try:
@@ -151,5 +252,11 @@ try:
     raise AssertionError("instructions were accepted")
 except openai.BadRequestError as error:
     assert error.param == "instructions", error.body
+
+try:
+    client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "x"}], n=2)
+    raise AssertionError("n=2 was accepted")
+except openai.BadRequestError as error:
+    assert error.param == "n", error.body
 
 print("all steps passed", flush=True)

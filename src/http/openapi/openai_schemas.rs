@@ -112,3 +112,70 @@ pub struct OpenAiModel {
     pub created: i64,
     pub owned_by: String,
 }
+
+/// `POST /v1/chat/completions`.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiChatCompletionRequest {
+    /// The agent: its name, or `name@version` for a tenant agent's version.
+    pub model: String,
+    /// The conversation: `system`/`developer` (text), `user` (text, `image_url` and `file`
+    /// parts), `assistant` (text, `tool_calls`) and `tool` (`tool_call_id`, text) messages.
+    /// The trailing user message (or tool messages) is the turn; the ones before are its
+    /// history.
+    pub messages: Vec<OpenAiChatMessage>,
+    /// `{"type": "function", "function": {name, description?, parameters?, strict?}}`: the
+    /// turn's client tools.
+    #[schema(required = false)]
+    pub tools: Option<Vec<Value>>,
+    /// `auto` only.
+    #[schema(required = false)]
+    pub tool_choice: Option<String>,
+    #[schema(required = false)]
+    pub stream: Option<bool>,
+    /// `{"include_usage": true}`: a last chunk carries the usage (with `stream` only).
+    #[schema(required = false)]
+    pub stream_options: Option<Value>,
+    /// Up to 16 string pairs, kept with the turn.
+    #[schema(required = false)]
+    pub metadata: Option<Map<String, Value>>,
+    /// 1 only.
+    #[schema(required = false)]
+    pub n: Option<u32>,
+    /// `false` only.
+    #[schema(required = false)]
+    pub logprobs: Option<bool>,
+    /// `{"type": "text"}` only.
+    #[schema(required = false)]
+    pub response_format: Option<Value>,
+}
+
+/// One message of a chat.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiChatMessage {
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// A string or content parts (`null` for an assistant message with `tool_calls`).
+    pub content: Option<Value>,
+    /// An assistant's tool calls: `{id, type: "function", function: {name, arguments}}`.
+    #[schema(required = false)]
+    pub tool_calls: Option<Vec<Value>>,
+    /// The call a `tool` message answers.
+    #[schema(required = false)]
+    pub tool_call_id: Option<String>,
+}
+
+/// The `chat.completion` object.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiChatCompletion {
+    /// `chatcmpl-…`
+    pub id: String,
+    /// `chat.completion`
+    pub object: String,
+    pub created: i64,
+    pub model: String,
+    /// One choice: `{index, message: {role, content, refusal, tool_calls?}, finish_reason,
+    /// logprobs}`; `finish_reason` is `stop`, `tool_calls`, `length` or `content_filter`.
+    pub choices: Vec<Value>,
+    /// `{prompt_tokens, completion_tokens, total_tokens}`
+    pub usage: Value,
+}

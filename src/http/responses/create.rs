@@ -5,14 +5,15 @@
 //! (`background`).
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::error::{ErrorBody, OpenAiError};
-use super::ids::conversation_id;
+use super::faults::input_fault;
+use super::ids::{conversation_id, response_id};
 use super::labels::ResponseLabels;
-use super::load::{Loaded, identity, snapshot};
+use super::load::{Loaded, identity, load, snapshot};
 use super::parse::{
     CreateRequest, conversation_not_found, parse_create, parse_object, previous_not_found,
 };
@@ -20,10 +21,17 @@ use super::render::Renderer;
 use super::stream;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::engine::{EngineError, InputMessage, Page, StoreError, TurnRequest, split_input};
+use crate::engine::{
+    Deltas, EngineError, Follow, InputMessage, Page, StoreError, TurnRequest, scoped_key,
+    split_input,
+};
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
-use crate::model::{HistoryMessage, Session, StreamMode, TenantId};
+use crate::model::{HistoryMessage, Session, StreamMode, TenantId, Turn};
+
+/// The namespace of this face's idempotency keys (see `scoped_key`).
+const KEY_SCOPE: &str = "openai";
+const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
 pub fn model_not_found(model: &str, hint: &str) -> OpenAiError {
     OpenAiError::not_found(format!(
@@ -33,12 +41,13 @@ pub fn model_not_found(model: &str, hint: &str) -> OpenAiError {
     .param("model")
 }
 
-/// The session the response continues (or a new one), and the turn's new messages.
+/// The session the response continues (or a new one), the turn's new messages and how
+/// many input messages came before them (seeding a new session).
 async fn session_for(
     state: &AppState,
     tenant: &TenantId,
     request: &CreateRequest,
-) -> Result<(Session, Vec<InputMessage>), OpenAiError> {
+) -> Result<(Session, Vec<InputMessage>, usize), OpenAiError> {
     let engine = state.engine();
     let agent = engine
         .find_agent(Some(tenant), &request.agent)
@@ -74,6 +83,7 @@ async fn session_for(
     let input = request.input.clone();
     let Some(session) = continued else {
         let (history, new) = split_trailing(input)?;
+        let seeded = history.len();
         let config = SessionConfigRequest {
             client_tools: request.tools.clone(),
             ..SessionConfigRequest::default()
@@ -81,8 +91,8 @@ async fn session_for(
         let session = engine
             .create_session_on_version(tenant, agent.name(), request.version, config, history)
             .await
-            .map_err(|e| input_error(e, "input"))?;
-        return Ok((session, new));
+            .map_err(|e| input_fault(e, "input", &request.input_items, 0))?;
+        return Ok((session, new, seeded));
     };
     if session.agent != agent.name()
         || request
@@ -105,7 +115,7 @@ async fn session_for(
              function_call_output items",
         ));
     }
-    Ok((session, new))
+    Ok((session, new, 0))
 }
 
 fn split_trailing(
@@ -133,19 +143,10 @@ async fn get_session(
     }
 }
 
-/// The engine's refusal of the input, naming the parameter.
-fn input_error(error: EngineError, param: &str) -> OpenAiError {
-    match error {
-        EngineError::Invalid(field) => {
-            OpenAiError::invalid(param, format!("{}: {}", field.field, field.message))
-        }
-        other => other.into(),
-    }
-}
-
 /// Creates a response.
 #[utoipa::path(post, path = "/v1/responses", tag = "OpenAI", operation_id = "openai_create_response",
     security(("tenant" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters: a retry with the same key and body gets the same response (no second turn)")),
     request_body = crate::http::openapi::openai_schemas::OpenAiCreateResponse,
     responses(
         (status = 200, description = "The Response once it stopped (or at once, `queued`, with `background`); with `stream` its events as SSE ending with `data: [DONE]`",
@@ -156,18 +157,31 @@ fn input_error(error: EngineError, param: &str) -> OpenAiError {
         (status = 404, description = "No such model (agent) or conversation", body = ErrorBody),
         (status = 409, description = "The conversation is running another response", body = ErrorBody),
         (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 429, description = "A quota or the queue is full (`Retry-After`)", body = ErrorBody),
+        (status = 422, description = "The Idempotency-Key was used with another body", body = ErrorBody),
+        (status = 429, description = "A quota or the queue is full (`Retry-After`)", body = ErrorBody,
+            headers(("Retry-After" = u32, description = "Seconds before a retry may succeed"))),
         (status = 503, description = "The server is shutting down", body = ErrorBody),
     ))]
 pub async fn create_response(
     auth: Result<TenantAuth, ApiError>,
     state: web::Data<AppState>,
+    http: HttpRequest,
     body: Result<web::Bytes, actix_web::Error>,
 ) -> Result<HttpResponse, OpenAiError> {
     let tenant = auth?.tenant_id;
     let object = parse_object(body)?;
+    let key = idempotency_key(&http)?;
+    let fingerprint = TurnRequest::fingerprint_of(&Value::Object(object.clone()));
     let request = parse_create(&object)?;
-    let (session, messages) = session_for(&state, &tenant, &request).await?;
+    if let Some(key) = &key
+        && let Some(turn) = state
+            .engine()
+            .retried_turn(&tenant, KEY_SCOPE, key, &fingerprint)
+            .await?
+    {
+        return answer_retry(&state, &tenant, &turn, &request).await;
+    }
+    let (session, messages, offset) = session_for(&state, &tenant, &request).await?;
     let started = state
         .engine()
         .start_turn(
@@ -181,12 +195,17 @@ pub async fn create_response(
                 },
                 messages,
                 stream: StreamMode::Delta,
-                idempotency_key: None,
-                fingerprint: TurnRequest::fingerprint_of(&Value::Object(object.clone())),
+                idempotency_key: key.as_deref().map(|key| scoped_key(KEY_SCOPE, key)),
+                fingerprint,
             },
         )
         .await
-        .map_err(|e| input_error(e, "input"))?;
+        .map_err(|e| input_fault(e, "input", &request.input_items, offset))?;
+    if started.is_replay() {
+        // The same request with the same key, admitted in this conversation meanwhile.
+        let turn = started.turn;
+        return answer_retry(&state, &tenant, &turn, &request).await;
+    }
     let labels = ResponseLabels {
         model: Some(request.model.clone()),
         background: request.background,
@@ -231,4 +250,50 @@ pub async fn create_response(
         labels,
     };
     Ok(HttpResponse::Ok().json(snapshot(&state, &loaded).await?))
+}
+
+/// The `Idempotency-Key` header: 1 to 255 visible ASCII characters.
+fn idempotency_key(http: &HttpRequest) -> Result<Option<String>, OpenAiError> {
+    let Some(value) = http.headers().get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255 && !k.chars().any(char::is_control))
+        .map(|k| Some(k.to_owned()))
+        .ok_or_else(|| {
+            OpenAiError::invalid(IDEMPOTENCY_KEY, "must be 1 to 255 visible ASCII characters")
+        })
+}
+
+/// A retried request gets the response its key started, answered as the request asks: its
+/// events from the first (`stream`), the Response as it stands (`background`), or the
+/// Response once it has ended.
+async fn answer_retry(
+    state: &AppState,
+    tenant: &TenantId,
+    turn: &Turn,
+    request: &CreateRequest,
+) -> Result<HttpResponse, OpenAiError> {
+    let loaded = load(state, tenant, &response_id(&turn.id)).await?;
+    if request.stream {
+        let frames = stream::frames(state, *tenant, loaded.session.id, loaded.identity, None);
+        return Ok(stream::response(state, frames));
+    }
+    if !request.background {
+        state
+            .engine()
+            .follow(Follow {
+                tenant: *tenant,
+                session: loaded.session.id,
+                turn: Some(turn.id),
+                after: 0,
+                deltas: Deltas::Merged,
+            })
+            .for_each(|_| async {})
+            .await;
+    }
+    let loaded = load(state, tenant, &response_id(&turn.id)).await?;
+    Ok(HttpResponse::Ok().json(snapshot(state, &loaded).await?))
 }

@@ -24,6 +24,8 @@ pub struct CreateRequest {
     pub agent: String,
     pub version: Option<i64>,
     pub input: Vec<HistoryMessage>,
+    /// The input item each message of `input` came from.
+    pub input_items: Vec<usize>,
     pub tools: Option<Vec<ToolSpec>>,
     pub metadata: Map<String, Value>,
     pub previous_response: Option<(String, TurnId)>,
@@ -189,11 +191,13 @@ pub fn parse_create(body: &Map<String, Value>) -> Result<CreateRequest, OpenAiEr
             parse_conversation_id(id).ok_or_else(|| conversation_not_found(id))?,
         )),
     };
+    let (input, input_items) = parse_input_items(body.get("input"))?;
     Ok(CreateRequest {
         model: model.to_owned(),
         agent,
         version,
-        input: parse_input(body.get("input"))?,
+        input,
+        input_items,
         tools: parse_tools(body.get("tools"))?,
         metadata: parse_metadata(body.get("metadata"))?,
         previous_response,
@@ -275,13 +279,19 @@ fn parse_tools(value: Option<&Value>) -> Result<Option<Vec<ToolSpec>>, OpenAiErr
 /// (user, assistant, system, developer), echoed `function_call`s, and
 /// `function_call_output`s. Echoed `reasoning` items are dropped (the model's reasoning
 /// is not fed back).
-pub fn parse_input(value: Option<&Value>) -> Result<Vec<HistoryMessage>, OpenAiError> {
+/// The input as history messages, with the index of the input item each one came from
+/// (consecutive `function_call` items make one assistant message), so a refusal of a
+/// message can name the item.
+pub fn parse_input_items(
+    value: Option<&Value>,
+) -> Result<(Vec<HistoryMessage>, Vec<usize>), OpenAiError> {
     let items = match value {
         None | Some(Value::Null) => return Err(OpenAiError::invalid("input", "is required")),
         Some(Value::String(text)) => {
-            return Ok(vec![HistoryMessage::User {
+            let message = HistoryMessage::User {
                 content: Content::Text(text.clone()),
-            }]);
+            };
+            return Ok((vec![message], vec![0]));
         }
         Some(Value::Array(items)) => items,
         Some(_) => {
@@ -292,7 +302,10 @@ pub fn parse_input(value: Option<&Value>) -> Result<Vec<HistoryMessage>, OpenAiE
         }
     };
     let mut messages: Vec<HistoryMessage> = Vec::new();
+    let mut origins: Vec<usize> = Vec::new();
     for (i, item) in items.iter().enumerate() {
+        // What the previous item added came from it.
+        origins.resize(messages.len(), i.saturating_sub(1));
         let at = format!("input[{i}]");
         let Some(item) = item.as_object() else {
             return Err(OpenAiError::invalid(at, "must be an object"));
@@ -379,7 +392,8 @@ pub fn parse_input(value: Option<&Value>) -> Result<Vec<HistoryMessage>, OpenAiE
             "must bring at least one message",
         ));
     }
-    Ok(messages)
+    origins.resize(messages.len(), items.len() - 1);
+    Ok((messages, origins))
 }
 
 fn required_str<'a>(
@@ -474,7 +488,7 @@ fn parse_parts(parts: &[Value], at: &str, role: &str) -> Result<Vec<ContentBlock
 }
 
 /// An `input_file` part: `file_data` (a base64 `data:` URL) or `file_url`.
-fn parse_file(part: &Map<String, Value>, at: &str) -> Result<Part, OpenAiError> {
+pub fn parse_file(part: &Map<String, Value>, at: &str) -> Result<Part, OpenAiError> {
     let filename = part.get("filename").and_then(Value::as_str);
     let metadata = filename.map(|name| serde_json::json!({"filename": name}));
     if let Some(Value::String(data)) = part.get("file_data") {
@@ -534,7 +548,7 @@ mod tests {
             {"type": "reasoning", "summary": []},
             {"type": "function_call_output", "call_id": "c1", "output": "ok"}
         ]);
-        let messages = parse_input(Some(&input)).unwrap();
+        let (messages, origins) = parse_input_items(Some(&input)).unwrap();
         assert_eq!(messages.len(), 4);
         assert_eq!(
             messages[0],
@@ -551,7 +565,10 @@ mod tests {
         assert!(
             matches!(&messages[2], HistoryMessage::Assistant { content: Content::Blocks(b) } if b.len() == 1)
         );
-        let error = parse_input(Some(&json!([{"type": "item_reference", "id": "x"}]))).unwrap_err();
+        // Each message names the item it came from (the reasoning item makes none).
+        assert_eq!(origins, [0, 1, 2, 4]);
+        let error =
+            parse_input_items(Some(&json!([{"type": "item_reference", "id": "x"}]))).unwrap_err();
         assert_eq!(error.param.as_deref(), Some("input[0].type"));
     }
 

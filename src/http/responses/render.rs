@@ -180,6 +180,12 @@ impl Renderer {
             (Some(error), _) if error.code == TurnError::CANCELLED => {
                 self.status = "cancelled";
             }
+            // The agent's step limit ended the turn: the answer is cut short, as by a
+            // token limit.
+            (Some(error), _) if error.code == TurnError::MAX_STEPS => {
+                self.status = "incomplete";
+                self.incomplete = Some(json!({"reason": TurnError::MAX_STEPS}));
+            }
             (Some(error), _) => {
                 self.status = "failed";
                 self.error = Some(json!({"code": error.code, "message": error.message}));
