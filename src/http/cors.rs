@@ -16,10 +16,11 @@ use crate::http::error::{ApiError, ErrorCode};
 /// Methods the API answers.
 const METHODS: &str = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
 /// Request headers a page may send.
-const ALLOWED_HEADERS: &str = "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID";
+const ALLOWED_HEADERS: &str =
+    "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID, Agentry-Session";
 /// Response headers a page may read.
-const EXPOSED_HEADERS: &str =
-    "Agentry-Turn-Id, Agentry-Request-Id, Location, Retry-After, RateLimit, RateLimit-Policy";
+const EXPOSED_HEADERS: &str = "Agentry-Turn-Id, Agentry-Session, Agentry-Request-Id, Location, \
+     Retry-After, RateLimit, RateLimit-Policy";
 /// How long a browser may keep a preflight's answer (seconds).
 const MAX_AGE: &str = "600";
 

@@ -71,6 +71,7 @@ async fn a_preflight_from_an_allowed_origin_succeeds_on_every_face_and_another_o
             "Content-Type",
             "Idempotency-Key",
             "Last-Event-ID",
+            "Agentry-Session",
         ] {
             assert!(headers.contains(needed), "{path}: {headers}");
         }

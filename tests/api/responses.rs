@@ -4,6 +4,7 @@
 //! isolation.
 
 mod chat;
+mod chat_errors;
 mod chat_sessions;
 mod conversations;
 mod create;

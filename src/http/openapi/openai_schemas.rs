@@ -1,6 +1,8 @@
 //! The wire shapes of the OpenAI face (`/v1`), whose handlers parse raw JSON and render
 //! JSON values.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -117,29 +119,30 @@ pub struct OpenAiModel {
 #[derive(Serialize, ToSchema)]
 pub struct OpenAiChatCompletionRequest {
     /// The agent: its name, or `name@version` for a tenant agent's version.
+    #[schema(min_length = 1, example = "echo")]
     pub model: String,
     /// The conversation: `system`/`developer` (text), `user` (text, `image_url` and `file`
     /// parts), `assistant` (text, `tool_calls`) and `tool` (`tool_call_id`, text) messages.
     /// The trailing user message (or tool messages) is the turn; the ones before are its
     /// history.
+    #[schema(min_items = 1, example = json!([{"role": "user", "content": "Hello"}]))]
     pub messages: Vec<OpenAiChatMessage>,
     /// `{"type": "function", "function": {name, description?, parameters?, strict?}}`: the
     /// turn's client tools.
     #[schema(required = false)]
     pub tools: Option<Vec<Value>>,
-    /// `auto` only.
     #[schema(required = false)]
-    pub tool_choice: Option<String>,
+    pub tool_choice: Option<OpenAiToolChoice>,
     #[schema(required = false)]
     pub stream: Option<bool>,
     /// `{"include_usage": true}`: a last chunk carries the usage (with `stream` only).
     #[schema(required = false)]
     pub stream_options: Option<Value>,
-    /// Up to 16 string pairs, kept with the turn.
+    /// Up to 16 pairs (keys up to 64 characters, values up to 512), kept with the turn.
     #[schema(required = false)]
-    pub metadata: Option<Map<String, Value>>,
+    pub metadata: Option<BTreeMap<String, String>>,
     /// 1 only.
-    #[schema(required = false)]
+    #[schema(required = false, minimum = 1, maximum = 1)]
     pub n: Option<u32>,
     /// `false` only.
     #[schema(required = false)]
@@ -149,11 +152,28 @@ pub struct OpenAiChatCompletionRequest {
     pub response_format: Option<Value>,
 }
 
+/// `auto` only: an agent chooses its tools.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenAiToolChoice {
+    Auto,
+}
+
+/// A message's role.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenAiChatRole {
+    System,
+    Developer,
+    User,
+    Assistant,
+    Tool,
+}
+
 /// One message of a chat.
 #[derive(Serialize, ToSchema)]
 pub struct OpenAiChatMessage {
-    /// `system`, `developer`, `user`, `assistant` or `tool`.
-    pub role: String,
+    pub role: OpenAiChatRole,
     /// A string or content parts (`null` for an assistant message with `tool_calls`).
     pub content: Option<Value>,
     /// An assistant's tool calls: `{id, type: "function", function: {name, arguments}}`.

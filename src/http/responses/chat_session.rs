@@ -1,7 +1,8 @@
 //! Where a chat completion runs. Chat Completions clients send the whole conversation
-//! every time, so the messages before the trailing user message (or the trailing tool
-//! results) are the history the turn continues, and the trailing ones are the turn's input
-//! (the engine's `split_input`, as the AgentScope face splits its input).
+//! every time, so the last user message (or the trailing tool results) is the turn's input
+//! and the messages before it are the history the turn continues (the engine's
+//! `split_input`, as the AgentScope face splits its input, with a client's several trailing
+//! user messages kept as history but the last).
 //!
 //! - Without an `Agentry-Session` header each request opens a new session of the agent
 //!   `model` names, seeded with that history (at most `engine.max_seed_messages` messages).
@@ -68,7 +69,7 @@ pub async fn place(
         .await?
         .ok_or_else(|| model_not_found(&request.model, &engine.agents_listed(Some(tenant))))?;
     let last = request.messages.len() - 1;
-    let (history, messages) = split_input(request.messages.clone()).ok_or_else(|| {
+    let (history, messages) = split_turn(request.messages.clone()).ok_or_else(|| {
         OpenAiError::invalid(
             format!("messages[{last}]"),
             "the last message must be a user message, or tool messages answering the \
@@ -130,6 +131,19 @@ pub async fn place(
         offset,
         continued: true,
     })
+}
+
+/// The request's history and the turn's input: the trailing tool results, or the last
+/// user message (with the messages the engine's `split_input` trails before it, a
+/// client's earlier user messages and tool results, kept as history).
+fn split_turn(messages: Vec<HistoryMessage>) -> Option<(Vec<HistoryMessage>, Vec<InputMessage>)> {
+    let (mut history, mut input) = split_input(messages)?;
+    if matches!(input.last(), Some(InputMessage::User { .. })) && input.len() > 1 {
+        let last = input.pop()?;
+        history.extend(input.iter().filter_map(InputMessage::to_history));
+        input = vec![last];
+    }
+    Some((history, input))
 }
 
 /// History messages as a Chat Completions client holds them: thinking left out, an

@@ -1,12 +1,15 @@
 //! `POST /v1/chat/completions`: the `chat.completion` object, its data-only chunk stream
-//! with and without usage, client tool calls and their round trip, and a failed turn.
+//! with and without usage, client tool calls and their round trip (thinking left out), and
+//! a failed turn.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::wire::app_with_model;
 use crate::helpers::{Reply, TestApp, spawn_app};
-use crate::scripted::{Reply as Scripted, ScriptedOpenAi, finish, text, tool_fragment, usage};
+use crate::scripted::{
+    Reply as Scripted, ScriptedOpenAi, finish, reasoning, text, tool_fragment, usage,
+};
 
 pub async fn chat(app: &TestApp, token: &str, body: Value, session: Option<&str>) -> Reply {
     let mut request = app
@@ -167,8 +170,10 @@ fn weather_tool() -> Value {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])
 }
 
+/// The model thinks (not part of Chat Completions), then calls the tool.
 fn script_tool_call(model: &ScriptedOpenAi) {
     model.push(Scripted::Stream(vec![
+        reasoning("The user wants the weather."),
         tool_fragment(0, Some("call_1"), Some(WEATHER), "{\"city\":"),
         tool_fragment(0, None, None, "\"Paris\"}"),
         finish("tool_calls"),

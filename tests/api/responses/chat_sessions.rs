@@ -1,7 +1,6 @@
 //! Chat completions and sessions: the history a request repeats seeds a new session (within
 //! `engine.max_seed_messages`), `Agentry-Session` continues one when the repeated history is
-//! the stored one, another tenant's session is out of reach, and every refusal names the
-//! parameter at fault in OpenAI's error shape.
+//! the stored one (tool calls included), and another tenant's session is out of reach.
 
 use std::sync::Arc;
 
@@ -9,13 +8,15 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::chat::chat;
+use super::wire::app_with_model;
 use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_on};
+use crate::scripted::{Reply as Scripted, ScriptedOpenAi, finish, text, tool_fragment};
 
-fn user(text: &str) -> Value {
+pub fn user(text: &str) -> Value {
     json!({"role": "user", "content": text})
 }
 
-fn assistant(text: &str) -> Value {
+pub fn assistant(text: &str) -> Value {
     json!({"role": "assistant", "content": text})
 }
 
@@ -85,6 +86,25 @@ async fn the_history_before_the_last_user_message_seeds_a_bounded_new_session() 
     )
     .await;
     assert_ne!(session_of(&again), session);
+    // Of several trailing user messages, the last is the turn.
+    let twice = json!([user("x"), user("y")]);
+    let reply = chat(
+        &app,
+        &token,
+        json!({"model": "echo", "messages": twice}),
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    assert_eq!(reply.body["choices"][0]["message"]["content"], "y");
+    assert_eq!(
+        history(&app, &token, &session_of(&reply)).await,
+        [
+            json!(["user", "x"]),
+            json!(["user", "y"]),
+            json!(["assistant", "y"])
+        ]
+    );
 
     let long = json!([
         user("1"),
@@ -213,132 +233,51 @@ async fn another_tenants_session_is_out_of_reach() {
 }
 
 #[tokio::test]
-async fn every_refusal_names_its_parameter() {
-    let config = r#"
-[[agents]]
-name = "echo"
-provider = "echo"
-
-[[agents]]
-name = "strict"
-provider = "echo"
-image_inputs = ["http"]
-
-[[agents.input_schema]]
-content_type = "text/plain"
-required = true
-"#;
-    let app = spawn_app_on(Arc::new(TestDb::new().await), config).await;
+async fn a_named_session_answers_its_tool_calls_with_the_whole_history_repeated() {
+    let model = ScriptedOpenAi::start().await;
+    model.push(Scripted::Stream(vec![
+        text("Let me look."),
+        tool_fragment(0, Some("call_7"), Some("lookup"), "{\"q\":\"x\"}"),
+        finish("tool_calls"),
+    ]));
+    model.push(Scripted::Stream(vec![text("Found it."), finish("stop")]));
+    let app = app_with_model(&model).await;
     let (_, token) = app.new_tenant().await;
-    let hi = || json!([user("hi")]);
-    let image = json!({"role": "user", "content": [{"type": "text", "text": "look"},
-        {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]});
-    let cases = [
-        (json!({"messages": hi()}), 400, "model"),
-        (json!({"model": "echo"}), 400, "messages"),
-        (json!({"model": "echo", "messages": []}), 400, "messages"),
-        (json!({"model": "nobody", "messages": hi()}), 404, "model"),
-        (
-            json!({"model": "echo", "messages": [{"role": "function", "content": "x"}]}),
-            400,
-            "messages[0].role",
-        ),
-        (
-            json!({"model": "echo", "messages": [user("a"), assistant("b")]}),
-            400,
-            "messages[1]",
-        ),
-        (
-            json!({"model": "echo", "messages": [{"role": "user"}]}),
-            400,
-            "messages[0].content",
-        ),
-        (json!({"model": "echo", "messages": hi(), "n": 2}), 400, "n"),
-        (
-            json!({"model": "echo", "messages": hi(), "logprobs": true}),
-            400,
-            "logprobs",
-        ),
-        (
-            json!({"model": "echo", "messages": hi(), "response_format": {"type": "json_object"}}),
-            400,
-            "response_format",
-        ),
-        (
-            json!({"model": "echo", "messages": hi(), "audio": {"voice": "alloy", "format": "mp3"}}),
-            400,
-            "audio",
-        ),
-        (
-            json!({"model": "echo", "messages": hi(), "stop": ["x"]}),
-            400,
-            "stop",
-        ),
-        (
-            json!({"model": "echo", "messages": hi(), "tool_choice": "required"}),
-            400,
-            "tool_choice",
-        ),
-        (
-            json!({"model": "echo", "messages": hi(), "stream_options": {"include_usage": true}}),
-            400,
-            "stream_options",
-        ),
-        (
-            json!({"model": "echo", "messages": hi(), "tools": [{"type": "function"}]}),
-            400,
-            "tools[0].function",
-        ),
-        (
-            json!({"model": "echo", "messages": hi(), "metadata": {"k": 1}}),
-            400,
-            "metadata.k",
-        ),
-        // A pending tool call is answered before a new user message.
-        (
-            json!({"model": "echo", "messages": [user("a"), {"role": "assistant", "content": null,
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-            user("b")]}),
-            400,
-            "messages",
-        ),
-        (
-            json!({"model": "echo", "messages": [user("a"), {"role": "assistant", "content": null,
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c9", "content": "x"}]}),
-            400,
-            "messages[2].tool_call_id",
-        ),
-        // The agent's input schema, in the new message and in the history.
-        (
-            json!({"model": "strict", "messages": [image.clone()]}),
-            400,
-            "messages[0].content[1]",
-        ),
-        (
-            json!({"model": "strict", "messages": [image, assistant("ok"), user("more")]}),
-            400,
-            "messages[0].content[1]",
-        ),
-    ];
-    for (body, status, param) in cases {
-        let reply = chat(&app, &token, body.clone(), None).await;
-        assert_eq!(reply.status.as_u16(), status, "{body}: {}", reply.text);
-        assert_eq!(
-            reply.body["error"]["param"], param,
-            "{body}: {}",
-            reply.text
-        );
-        assert!(reply.body["error"]["message"].is_string(), "{}", reply.text);
-    }
-    let unauthenticated = app
-        .client
-        .post(app.url("/v1/chat/completions"))
-        .json(&json!({"model": "echo", "messages": hi()}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(unauthenticated.status(), StatusCode::UNAUTHORIZED);
-    let body: Value = unauthenticated.json().await.unwrap();
-    assert_eq!(body["error"]["type"], "authentication_error");
+    let tools = json!([{"type": "function", "function": {"name": "lookup"}}]);
+    let key = Some("tools-1");
+    let mut messages = vec![user("Find x")];
+    let asked = chat(
+        &app,
+        &token,
+        json!({"model": "gpt", "messages": messages, "tools": tools}),
+        key,
+    )
+    .await;
+    assert_eq!(asked.status, StatusCode::OK, "{}", asked.text);
+    let message = asked.body["choices"][0]["message"].clone();
+    assert_eq!(message["content"], "Let me look.");
+    messages.push(message);
+    messages.push(json!({"role": "tool", "tool_call_id": "call_7", "content": "x is here"}));
+    let answered = chat(
+        &app,
+        &token,
+        json!({"model": "gpt", "messages": messages, "tools": tools}),
+        key,
+    )
+    .await;
+    assert_eq!(answered.status, StatusCode::OK, "{}", answered.text);
+    assert_eq!(session_of(&answered), session_of(&asked));
+    assert_eq!(
+        answered.body["choices"][0]["message"]["content"],
+        "Found it."
+    );
+    assert_eq!(
+        history(&app, &token, &session_of(&asked)).await,
+        [
+            json!(["user", "Find x"]),
+            json!(["assistant", "Let me look."]),
+            json!(["tool", "x is here"]),
+            json!(["assistant", "Found it."]),
+        ]
+    );
 }
