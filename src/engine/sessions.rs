@@ -116,7 +116,7 @@ impl Engine {
         config: SessionConfigRequest,
         seed: Vec<HistoryMessage>,
     ) -> Result<Session, EngineError> {
-        self.insert_session(tenant, agent_name, None, config, seed, None)
+        self.insert_session(tenant, agent_name, None, config, seed, None, None)
             .await
     }
 
@@ -130,7 +130,7 @@ impl Engine {
         config: SessionConfigRequest,
         seed: Vec<HistoryMessage>,
     ) -> Result<Session, EngineError> {
-        self.insert_session(tenant, agent_name, version, config, seed, None)
+        self.insert_session(tenant, agent_name, version, config, seed, None, None)
             .await
     }
 
@@ -195,7 +195,7 @@ impl Engine {
         }
         let config = SessionConfigRequest::default();
         match self
-            .insert_session(tenant, agent_name, None, config, seed, Some(alias))
+            .insert_session(tenant, agent_name, None, config, seed, Some(alias), None)
             .await
         {
             Ok(session) => Ok((session, true)),
@@ -248,6 +248,48 @@ impl Engine {
         Ok(session)
     }
 
+    /// A new session for a request its client may retry with an idempotency `key` (in
+    /// `scope`), as [`Engine::create_session_on_version`]. Its id is derived from the
+    /// tenant, scope, key and the request's `fingerprint`, so a retry sent while the first
+    /// request is still being answered finds the first's session (and, there, its turn)
+    /// instead of making another: the session of that id when it exists. Another request
+    /// with the key gets a session of its own.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_keyed_session(
+        &self,
+        tenant: &TenantId,
+        agent_name: &str,
+        version: Option<i64>,
+        config: SessionConfigRequest,
+        seed: Vec<HistoryMessage>,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<Session, EngineError> {
+        let digest = self.secrets.mac_hex(
+            "keyed-session",
+            format!("{tenant}\0{scope}\0{key}\0{fingerprint}").as_bytes(),
+        );
+        let uuid = uuid::Uuid::parse_str(&digest[..32]).map_err(|e| {
+            EngineError::Store(StoreError::Corrupt(format!("a keyed session id: {e}")))
+        })?;
+        let id = SessionId::from_uuid(uuid);
+        if let Ok(session) = self.store.get_session(tenant, &id).await {
+            return Ok(session);
+        }
+        let inserted = self
+            .insert_session(tenant, agent_name, version, config, seed, None, Some(id))
+            .await;
+        match inserted {
+            // The first request made it meanwhile.
+            Err(EngineError::Store(StoreError::Conflict(_))) => {
+                Ok(self.store.get_session(tenant, &id).await?)
+            }
+            other => other,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn insert_session(
         &self,
         tenant: &TenantId,
@@ -256,6 +298,7 @@ impl Engine {
         config: SessionConfigRequest,
         seed: Vec<HistoryMessage>,
         alias: Option<String>,
+        id: Option<SessionId>,
     ) -> Result<Session, EngineError> {
         let (agent, agent_version) = self
             .agent_for_new_session(tenant, agent_name, version)
@@ -270,7 +313,7 @@ impl Engine {
             .into());
         }
         agent.check_messages(&seed)?;
-        let id = SessionId::generate();
+        let id = id.unwrap_or_else(SessionId::generate);
         let sealed_options = resolved
             .secret_options
             .iter()

@@ -228,6 +228,19 @@ async fn the_document_names_who_may_call_each_route_and_the_headers_it_uses() {
 
     let post_turn = operation(&document, "post", "/sessions/{session_id}/turns");
     assert_eq!(parameter_names(post_turn, "header"), ["Idempotency-Key"]);
+    let create_response = operation(&document, "post", "/v1/responses");
+    assert_eq!(
+        parameter_names(create_response, "header"),
+        ["Idempotency-Key"]
+    );
+    assert!(create_response["responses"]["422"].is_object());
+    let input_items = operation(&document, "get", "/v1/responses/{response_id}/input_items");
+    for status in ["200", "400", "401", "403", "404", "429"] {
+        assert!(
+            input_items["responses"][status].is_object(),
+            "input_items documents {status}"
+        );
+    }
     let ok = &post_turn["responses"]["200"];
     assert!(ok["headers"]["Agentry-Turn-Id"].is_object());
     assert!(

@@ -43,11 +43,14 @@ pub fn model_not_found(model: &str, hint: &str) -> OpenAiError {
 }
 
 /// The session the response continues (or a new one), the turn's new messages and how
-/// many input messages came before them (seeding a new session).
+/// many input messages came before them (seeding a new session). A new session for a
+/// request with an idempotency key (`keyed`: the key and the request's fingerprint) is the
+/// one a retry of it finds.
 async fn session_for(
     state: &AppState,
     tenant: &TenantId,
     request: &CreateRequest,
+    keyed: Option<(&str, &str)>,
 ) -> Result<(Session, Vec<InputMessage>, usize), OpenAiError> {
     let engine = state.engine();
     let agent = engine
@@ -89,10 +92,34 @@ async fn session_for(
             client_tools: request.tools.clone(),
             ..SessionConfigRequest::default()
         };
-        let session = engine
-            .create_session_on_version(tenant, agent.name(), request.version, config, history)
-            .await
-            .map_err(|e| input_fault(e, "input", &request.input_items, 0))?;
+        let session = match keyed {
+            Some((key, fingerprint)) => {
+                engine
+                    .create_keyed_session(
+                        tenant,
+                        agent.name(),
+                        request.version,
+                        config,
+                        history,
+                        KEY_SCOPE,
+                        key,
+                        fingerprint,
+                    )
+                    .await
+            }
+            None => {
+                engine
+                    .create_session_on_version(
+                        tenant,
+                        agent.name(),
+                        request.version,
+                        config,
+                        history,
+                    )
+                    .await
+            }
+        }
+        .map_err(|e| input_fault(e, "input", &request.input_items, 0))?;
         return Ok((session, new, seeded));
     };
     if session.agent != agent.name()
@@ -197,7 +224,8 @@ pub async fn create_response(
     {
         return answer_retry(&state, &tenant, &turn, &request).await;
     }
-    let (session, messages, offset) = session_for(&state, &tenant, &request).await?;
+    let keyed = key.as_deref().map(|key| (key, fingerprint.as_str()));
+    let (session, messages, offset) = session_for(&state, &tenant, &request, keyed).await?;
     let started = state
         .engine()
         .start_turn(

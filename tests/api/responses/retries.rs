@@ -115,3 +115,25 @@ async fn a_retried_stream_replays_the_same_events_and_a_retried_background_respo
     assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.text);
     assert_eq!(bad.body["error"]["param"], "Idempotency-Key");
 }
+
+#[tokio::test]
+async fn identical_keyed_requests_sent_at_once_get_one_response() {
+    let app = spawn_app().await;
+    let (_, token) = app.new_tenant().await;
+    let body = json!({"model": "slow", "input": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "All at once"},
+    ]});
+    let replies = futures_util::future::join_all(
+        (0..4).map(|_| async { reply_of(post_keyed(&app, &token, "burst", &body).await).await }),
+    )
+    .await;
+    for reply in &replies {
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        assert_eq!(reply.body["id"], replies[0].body["id"], "{}", reply.text);
+        assert_eq!(reply.body["status"], "completed", "{}", reply.text);
+    }
+    assert_eq!(turns(&app, &token).await, 1);
+    let sessions = app.get("/sessions", &token).await;
+    assert_eq!(sessions.body["sessions"].as_array().unwrap().len(), 1);
+}
