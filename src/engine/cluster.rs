@@ -10,8 +10,6 @@
 //! dispatch) are started together and stopped together, and share the lease and the
 //! listener's state; `lease.rs` holds the lease itself.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -19,19 +17,16 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::error::EngineError;
-use super::pager::LogPager;
 use super::request::Permission;
 use super::runner::Engine;
 use super::scheduler::TurnControl;
 use super::turn_log;
 use crate::model::{ProcessId, SessionId, TenantId, Turn, TurnError, TurnId};
-use crate::store::{Backend, Committed, Deltas, Notice, StoreError};
+use crate::store::{Backend, Notice, StoreError};
 
 /// Events read from the log per query when another process's commit is caught up with.
 /// How often a process with a free slot looks for turns waiting for any process.
 const DISPATCH_TICK: Duration = Duration::from_millis(500);
-/// Failed reads of another process's commit before its session's streams are ended.
-const REMOTE_READ_RETRIES: u32 = 5;
 /// How often the ending of turns whose end could not be stored is tried again.
 const UNENDED_RETRY: Duration = Duration::from_millis(500);
 /// How long to wait before listening again after the connection failed.
@@ -463,7 +458,7 @@ impl Engine {
         loop {
             match self.store.listen(&self.process).await {
                 Ok(Some(mut listener)) => {
-                    self.catch_up_all();
+                    self.relay.catch_up_all();
                     loop {
                         let notice = tokio::select! {
                             _ = self.stopped() => return,
@@ -472,11 +467,11 @@ impl Engine {
                         match notice {
                             Ok(Notice::Events(committed)) => {
                                 for one in committed {
-                                    self.remote_commit(one);
+                                    self.relay.remote_commit(one);
                                 }
                             }
                             Ok(Notice::Command(payload)) => self.command(&payload),
-                            Ok(Notice::Reconnected) => self.catch_up_all(),
+                            Ok(Notice::Reconnected) => self.relay.catch_up_all(),
                             Err(error) => {
                                 tracing::warn!(%error, "lost the notification connection");
                                 break;
@@ -491,113 +486,6 @@ impl Engine {
                 _ = self.stopped() => return,
                 _ = tokio::time::sleep(RELISTEN) => {}
             }
-        }
-    }
-
-    /// Another process committed events of a session: if this process has subscribers for
-    /// it, read them from the log once and send them on (one reader per session at a time).
-    fn remote_commit(self: &Arc<Self>, committed: Committed) {
-        let Some(watched) = self.fanout.watched(&committed.session) else {
-            return;
-        };
-        if watched.last.is_some_and(|last| last >= committed.last) {
-            return;
-        }
-        match self
-            .remote_reads
-            .lock()
-            .expect("remote reads lock")
-            .entry(committed.session)
-        {
-            Entry::Occupied(mut reading) => {
-                reading.get_mut().last = reading.get().last.max(committed.last);
-                return;
-            }
-            Entry::Vacant(slot) => {
-                slot.insert(committed);
-            }
-        }
-        tokio::spawn(self.clone().read_remote(committed));
-    }
-
-    async fn read_remote(self: Arc<Self>, first: Committed) {
-        let session = first.session;
-        let mut failures = 0;
-        loop {
-            let wanted = self.remote_reads.lock().expect("remote reads lock")[&session];
-            let after = match self.fanout.watched(&session) {
-                None => break,
-                Some(watched) => match watched.last {
-                    Some(last) if last >= wanted.last => {
-                        let mut reads = self.remote_reads.lock().expect("remote reads lock");
-                        if reads[&session].last <= last {
-                            reads.remove(&session);
-                            return;
-                        }
-                        continue;
-                    }
-                    Some(last) => last,
-                    // Subscribers read the log up to where they subscribed: from this
-                    // commit on is what they may miss.
-                    None => wanted.first - 1,
-                },
-            };
-            let log = LogPager::new(
-                self.store.clone(),
-                wanted.tenant,
-                session,
-                None,
-                Deltas::AsStreamed,
-            );
-            match log.page(after).await.map(|page| page.events) {
-                Ok(page) if !page.is_empty() => {
-                    failures = 0;
-                    let events: Vec<_> = page.into_iter().map(Arc::new).collect();
-                    self.fanout.publish(&session, &events);
-                }
-                // Nothing (more) in the log: the session is gone, or the announced events
-                // were coalesced into ones already sent.
-                Ok(_) => break,
-                Err(error) => {
-                    failures += 1;
-                    tracing::warn!(%error, session_id = %session, "cannot read another process's events");
-                    if failures > REMOTE_READ_RETRIES {
-                        // Its followers would wait for events that never come: end their
-                        // streams, so their clients resume from the log.
-                        self.fanout.close(&session);
-                        break;
-                    }
-                    tokio::time::sleep(RELISTEN / 4 * failures).await;
-                }
-            }
-        }
-        self.remote_reads
-            .lock()
-            .expect("remote reads lock")
-            .remove(&session);
-    }
-
-    /// After missing notifications: every session with subscribers gets its latest event
-    /// (subscribers further behind see the gap and read the log).
-    fn catch_up_all(self: &Arc<Self>) {
-        for watched in self.fanout.all_watched() {
-            let engine = self.clone();
-            tokio::spawn(async move {
-                match engine
-                    .store
-                    .max_event_seq(&watched.tenant, &watched.session)
-                    .await
-                {
-                    Ok(0) => {}
-                    Ok(last) => engine.remote_commit(Committed {
-                        tenant: watched.tenant,
-                        session: watched.session,
-                        first: last,
-                        last,
-                    }),
-                    Err(error) => tracing::warn!(%error, "cannot catch up with a session"),
-                }
-            });
         }
     }
 
@@ -700,6 +588,3 @@ fn hostname() -> String {
         .map(|h| format!("{h}:{}", std::process::id()))
         .unwrap_or_else(|| format!("pid {}", std::process::id()))
 }
-
-/// The reads of other processes' commits in flight, per session.
-pub(super) type RemoteReads = std::sync::Mutex<HashMap<SessionId, Committed>>;

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use super::error::{EngineError, not_found};
 use super::runner::Engine;
 use crate::model::{Content, ContentBlock, FieldError, HistoryMessage, SessionId, TenantId};
-use crate::store::{SESSION_HAS_ACTIVE_TURN, StoreError};
+use crate::store::{Conflict, StoreError};
 
 /// How often an append is tried again when the history moved between its checks and its
 /// write (another append won the race).
@@ -88,7 +88,7 @@ impl Engine {
                 Ok(()) => return Ok(length as i64),
                 Err(StoreError::Stale) if attempt < ATTEMPTS => continue,
                 Err(StoreError::Stale) => return Err(EngineError::SessionBusy),
-                Err(StoreError::Conflict(reason)) if reason == SESSION_HAS_ACTIVE_TURN => {
+                Err(StoreError::Conflict(Conflict::ActiveTurn)) => {
                     return Err(EngineError::SessionBusy);
                 }
                 Err(other) => return Err(not_found(other, "session")),

@@ -38,8 +38,8 @@ pub struct Engine {
     pub(super) process: ProcessId,
     /// Woken when the event writer queued webhook deliveries.
     pub(super) webhook_wake: Arc<tokio::sync::Notify>,
-    /// Reads of other processes' commits in flight.
-    pub(super) remote_reads: super::cluster::RemoteReads,
+    /// Relays other processes' commits to this process's followers.
+    pub(super) relay: Arc<super::relay::Relay>,
     /// Wakes the dispatcher of turns waiting for any process.
     pub(super) dispatch_wake: tokio::sync::Notify,
     /// Whether turns may be waiting for any process (set when one is announced, cleared
@@ -104,6 +104,7 @@ impl Engine {
                 controls: scheduler.controls(),
             },
         );
+        let relay = super::relay::Relay::new(store.clone(), fanout.clone());
         Arc::new(Engine {
             quotas: super::quotas::QuotaBook::new(store.clone(), quotas),
             store,
@@ -116,7 +117,7 @@ impl Engine {
             fanout,
             process,
             webhook_wake,
-            remote_reads: Default::default(),
+            relay,
             dispatch_wake: tokio::sync::Notify::new(),
             maybe_waiting: AtomicBool::new(true),
             histories: super::histories::Histories::new(settings.history_cache_kib * 1024),

@@ -150,7 +150,7 @@ impl EventWriter {
     }
 
     /// Writes an event of a session itself with the change it records, after everything
-    /// queued before it; refused (`Conflict(SESSION_HAS_ACTIVE_TURN)`) while the session
+    /// queued before it; refused (`Conflict(ActiveTurn)`) while the session
     /// has an active turn. The event is published once durable.
     pub async fn append_session(&self, append: SessionAppend) -> Result<Arc<Event>, StoreError> {
         let (reply, receipt) = oneshot::channel();
@@ -499,7 +499,8 @@ impl WriterTask {
             assigned.insert(append.session, next + one.published.len() as i64);
             prepared.push(one);
         }
-        let groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
+        let mut groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
+        super::transitions::decide(&mut groups);
         let started = Instant::now();
         let appended = self.store.append_events(&groups, &self.process).await;
         let took = started.elapsed();
@@ -579,6 +580,7 @@ impl WriterTask {
                 events: stored,
                 coalesced,
                 history: append.history.iter().cloned().map(scrub_nul).collect(),
+                transition: None,
             },
             published,
         }
@@ -648,110 +650,14 @@ impl WriterTask {
 }
 
 #[cfg(test)]
+mod coalescing_tests;
+#[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::time::Duration;
 
     use super::*;
-    use crate::model::{
-        Content, HistoryType, Session, StopReason, StreamMode, Tenant, TenantStatus, Turn,
-        TurnStatus, Usage,
-    };
-    use crate::store::{AdmissionLimits, RunLink};
-
-    /// A migrated store: SQLite in a temporary directory, or a database of its own on the
-    /// PostgreSQL server of `TEST_POSTGRES_URL` when that is set.
-    async fn test_store() -> (Store, Option<tempfile::TempDir>) {
-        let (url, dir) = match std::env::var("TEST_POSTGRES_URL") {
-            Ok(server) if !server.is_empty() => {
-                use sqlx::Connection;
-                let name = format!("agentry_test_{}", uuid::Uuid::new_v4().simple());
-                let mut conn = sqlx::PgConnection::connect(&server).await.unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
-                let (base, query) = server.split_once('?').unwrap_or((&server, ""));
-                let base = base.rsplit_once('/').map_or(base, |(base, _)| base);
-                let query = if query.is_empty() {
-                    String::new()
-                } else {
-                    format!("?{query}")
-                };
-                (format!("{base}/{name}{query}"), None)
-            }
-            _ => {
-                let dir = tempfile::tempdir().unwrap();
-                let url = format!("sqlite://{}", dir.path().join("agentry.db").display());
-                (url, Some(dir))
-            }
-        };
-        let settings =
-            crate::config::Settings::from_toml_layers(&[&format!("[database]\nurl = \"{url}\"\n")])
-                .unwrap();
-        let store = Store::connect(&settings.database).await.unwrap();
-        store.migrate().await.unwrap();
-        (store, dir)
-    }
-
-    /// A session of `tenant` with a turn running under `process`.
-    async fn running_turn(store: &Store, tenant: TenantId, process: &ProcessId) -> Turn {
-        let now = crate::model::now();
-        let session = Session {
-            id: SessionId::generate(),
-            tenant_id: tenant,
-            agent: "echo".into(),
-            agent_version: None,
-            server_tools: Vec::new(),
-            options: BTreeMap::new(),
-            sealed_options: BTreeMap::new(),
-            client_tools: Vec::new(),
-            alias: None,
-            created_at: now,
-            updated_at: now,
-        };
-        assert!(
-            store
-                .insert_session(&tenant, &session, &[], None)
-                .await
-                .unwrap()
-        );
-        let turn = Turn {
-            id: TurnId::generate(),
-            tenant_id: tenant,
-            session_id: session.id,
-            run_id: None,
-            status: TurnStatus::Running,
-            stream: StreamMode::None,
-            stop_reason: None,
-            error: None,
-            usage: Usage::default(),
-            idempotency_key: None,
-            request_hash: None,
-            first_seq: None,
-            last_seq: None,
-            created_at: now,
-            started_at: Some(now),
-            finished_at: None,
-            trace_parent: None,
-        };
-        store
-            .insert_turn(
-                &tenant,
-                &turn,
-                Some(process),
-                None,
-                None,
-                &[],
-                RunLink::None,
-                false,
-                None,
-                AdmissionLimits::default(),
-            )
-            .await
-            .unwrap();
-        turn
-    }
+    use crate::engine::testing::{running_turn, test_store};
+    use crate::model::{Content, HistoryType, StopReason, Tenant, TenantStatus, Turn, Usage};
 
     fn append(turn: &Turn, events: Vec<EventData>, history: Vec<HistoryMessage>) -> Append {
         Append {

@@ -7,7 +7,6 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::app::AppState;
-use crate::engine::StoreError;
 use crate::engine::{EndpointPatch, NewEndpoint, WebhookError};
 use crate::http::Query;
 use crate::http::error::{ApiError, ErrorCode};
@@ -70,9 +69,7 @@ impl From<WebhookError> for ApiError {
             | WebhookError::RunEndpointToken => {
                 ApiError::new(ErrorCode::Conflict, error.to_string())
             }
-            WebhookError::Store(StoreError::Conflict(message)) => {
-                ApiError::new(ErrorCode::Conflict, message)
-            }
+            WebhookError::Concurrent(what) => ApiError::new(ErrorCode::Conflict, what),
             WebhookError::Store(store) => store.into(),
             WebhookError::Sealed(sealed) => ApiError::internal(sealed),
         }

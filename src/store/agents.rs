@@ -3,7 +3,8 @@
 //! agent's `revision`, which a caller may require (`expected`) to be unchanged.
 
 use super::Stamp;
-use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
+use super::keyset::Keyset;
+use super::{Page, Store, StoreError, with_db, with_writer};
 use crate::model::{AgentId, AgentVersion, TenantAgent, TenantId};
 
 const AGENT_COLUMNS: &str = "id, name, latest_version, published_version, archived, revision, \
@@ -151,18 +152,13 @@ impl Store {
         tenant: &TenantId,
         page: Page,
     ) -> Result<(Vec<TenantAgent>, bool), StoreError> {
-        let rows: Vec<AgentRow> = with_db!(self, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {AGENT_COLUMNS} FROM tenant_agents WHERE tenant_id = $1 \
-                 AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
-            )))
-            .bind(tenant)
-            .bind(page.after)
-            .bind(page.fetch_limit())
-            .fetch_all(pool)
-            .await
-        })?;
-        let (rows, more) = finish_page(rows, page);
+        let keyset = Keyset {
+            columns: AGENT_COLUMNS,
+            table: "tenant_agents",
+            scope: &[("tenant_id", tenant.to_uuid())],
+            key: "id",
+        };
+        let (rows, more): (Vec<AgentRow>, bool) = self.keyset_page(keyset, page).await?;
         Ok((rows.into_iter().map(TenantAgent::from).collect(), more))
     }
 

@@ -13,8 +13,8 @@ use super::turns::APPEND_HISTORY;
 use super::webhook_outbox::{ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, StopMessages};
 use super::{Db, Store, StoreError, with_db};
 use crate::model::{
-    Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, TenantId, TurnId,
-    TurnStatus,
+    Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, StopReason, TenantId,
+    TurnError, TurnId, TurnStatus, Usage, WebhookEvent,
 };
 
 /// What one turn appends at once: events (seq already assigned), the deltas its
@@ -30,6 +30,36 @@ pub struct AppendGroup {
     pub events: Vec<Event>,
     pub coalesced: Vec<CoalescedDeltas>,
     pub history: Vec<HistoryMessage>,
+    /// What the append does to its turn's state, as the engine decided it (executed in the
+    /// append's transaction, after the fence).
+    pub transition: Option<TurnTransition>,
+}
+
+/// A turn's state change an append makes, with its run's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnTransition {
+    /// The turn runs from `seq` (and its run, if still created): only while it waits or
+    /// runs, else the batch is refused.
+    Start { seq: i64, at: DateTime<Utc> },
+    /// The turn ends: only once, else the batch is refused.
+    Stop(TurnEnd),
+}
+
+/// How a turn ends: the values its row, its run's and its webhook messages take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+    pub status: TurnStatus,
+    pub stop_reason: StopReason,
+    pub error: Option<TurnError>,
+    pub usage: Usage,
+    /// The status the turn's run takes (when it has one).
+    pub run_status: Option<RunStatus>,
+    /// The webhook event the end is.
+    pub event: WebhookEvent,
+    /// The turn's start (seq and time), when it is in the same batch: written with the end.
+    pub started: Option<(i64, DateTime<Utc>)>,
 }
 
 /// Consecutive deltas of one kind (seqs `first_seq..=last_seq`) of a message whose
@@ -229,34 +259,6 @@ fn new_rows(groups: &[AppendGroup]) -> Vec<NewRow<'_>> {
     rows
 }
 
-/// A turn's state change implied by an event it appends.
-enum TurnChange<'a> {
-    Started {
-        seq: i64,
-        at: DateTime<Utc>,
-    },
-    Stopped {
-        seq: i64,
-        at: DateTime<Utc>,
-        data: &'a EventData,
-    },
-}
-
-fn turn_change(event: &Event) -> Option<TurnChange<'_>> {
-    match &event.data {
-        EventData::TurnStart {} => Some(TurnChange::Started {
-            seq: event.seq,
-            at: event.created_at,
-        }),
-        EventData::TurnStop { .. } => Some(TurnChange::Stopped {
-            seq: event.seq,
-            at: event.created_at,
-            data: &event.data,
-        }),
-        _ => None,
-    }
-}
-
 impl Store {
     /// The highest seq of the session's log (0 when empty). For the single writer.
     pub async fn max_event_seq(
@@ -281,7 +283,7 @@ impl Store {
     /// and owned by `origin` (else nothing, and [`StoreError::Fenced`] names the turns that
     /// are not): the events (multi-row inserts), coalesced
     /// deltas in place of the single deltas stored before, the history messages, and the
-    /// turn state that `turn_start` / `turn_stop` imply. On PostgreSQL the commit also
+    /// turn state changes the groups carry (decided by the engine). On PostgreSQL the commit also
     /// tells the other processes which sessions have new events, from `origin`. A turn's
     /// stop queues its webhook deliveries in the same transaction (see `webhook_outbox.rs`);
     /// returns how many were queued.
@@ -477,20 +479,12 @@ macro_rules! append_rest {
         let mut starts = Vec::new();
         let mut stops = Vec::new();
         for group in $groups {
-            for change in group.events.iter().filter_map(turn_change) {
-                match change {
-                    TurnChange::Started { seq, at } => starts.push((group, seq, at)),
-                    TurnChange::Stopped { seq, at, data } => stops.push((group, seq, at, data)),
-                }
+            match &group.transition {
+                Some(TurnTransition::Start { seq, at }) => starts.push((group, *seq, *at)),
+                Some(TurnTransition::Stop(end)) => stops.push((group, end)),
+                None => {}
             }
         }
-        // A turn that starts and stops in one batch is written once, by its stop.
-        let started_here: Vec<(TurnId, i64, DateTime<Utc>)> = starts
-            .iter()
-            .filter(|(group, _, _)| stops.iter().any(|(g, ..)| g.turn == group.turn))
-            .map(|(group, seq, at)| (group.turn, *seq, *at))
-            .collect();
-        starts.retain(|(group, _, _)| !started_here.iter().any(|(turn, ..)| *turn == group.turn));
         if !starts.is_empty() {
             // `CASE id WHEN … END` picks each turn's values; `id IN (…)` finds the turns by
             // their key (a join with a VALUES list is planned as a scan of turns).
@@ -531,35 +525,25 @@ macro_rules! append_rest {
             }
         }
         // A batch rarely stops more than a few turns: one statement each, by key.
-        for (group, seq, at, data) in &stops {
-            let EventData::TurnStop {
-                stop_reason,
-                error,
-                usage,
-            } = data
-            else {
-                unreachable!("a stop change comes from turn_stop")
-            };
-            let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
-            let started = started_here.iter().find(|(turn, ..)| *turn == group.turn);
+        for (group, end) in &stops {
             // On PostgreSQL the stop queues its webhook deliveries in the same statement
             // (no round trip more); on SQLite only for a tenant that may have endpoints
             // (for the others, no message is even made).
             let hooked = !$postgres && $hooked.may_have_endpoints(&group.tenant);
-            let messages = ($postgres || hooked).then(|| StopMessages::new(group, data, *at));
+            let messages = ($postgres || hooked).then(|| StopMessages::new(group, end));
             let (stopped, queued): (i64, i64) =
                 if let (true, Some(messages)) = ($postgres, &messages) {
                     sqlx::query_as(STOP_AND_ENQUEUE_PG)
                         .bind(group.turn)
-                        .bind(status.as_str())
-                        .bind(stop_reason.as_str())
-                        .bind(error.as_ref().map(Json))
-                        .bind(Json(usage))
-                        .bind(Stamp(*at))
-                        .bind(*seq)
+                        .bind(end.status.as_str())
+                        .bind(end.stop_reason.as_str())
+                        .bind(end.error.as_ref().map(Json))
+                        .bind(Json(&end.usage))
+                        .bind(Stamp(end.at))
+                        .bind(end.seq)
                         .bind(group.tenant)
-                        .bind(started.map(|(_, _, at)| Stamp(*at)))
-                        .bind(started.map(|(_, seq, _)| *seq))
+                        .bind(end.started.map(|(_, at)| Stamp(at)))
+                        .bind(end.started.map(|(seq, _)| seq))
                         .bind(group.session)
                         .bind(messages.turn.id)
                         .bind(messages.turn.event.as_str())
@@ -575,15 +559,15 @@ macro_rules! append_rest {
                 } else {
                     sqlx::query_as(STOP_TURN)
                         .bind(group.turn)
-                        .bind(status.as_str())
-                        .bind(stop_reason.as_str())
-                        .bind(error.as_ref().map(Json))
-                        .bind(Json(usage))
-                        .bind(Stamp(*at))
-                        .bind(*seq)
+                        .bind(end.status.as_str())
+                        .bind(end.stop_reason.as_str())
+                        .bind(end.error.as_ref().map(Json))
+                        .bind(Json(&end.usage))
+                        .bind(Stamp(end.at))
+                        .bind(end.seq)
                         .bind(group.tenant)
-                        .bind(started.map(|(_, _, at)| Stamp(*at)))
-                        .bind(started.map(|(_, seq, _)| *seq))
+                        .bind(end.started.map(|(_, at)| Stamp(at)))
+                        .bind(end.started.map(|(seq, _)| seq))
                         .fetch_optional(&mut *$tx)
                         .await?
                         .unwrap_or((0, 0))
@@ -604,7 +588,7 @@ macro_rules! append_rest {
                     .bind(messages.run.as_ref().map(|m| m.event.as_str()))
                     .bind(messages.run.as_ref().map(|m| m.data.as_str()))
                     .bind(messages.run.as_ref().map_or(0, |m| m.event.bit()))
-                    .bind(Stamp(*at))
+                    .bind(Stamp(end.at))
                     .bind(group.session)
                     .bind(group.tenant)
                     .bind(group.run)
@@ -612,9 +596,8 @@ macro_rules! append_rest {
                     .await?
                     .rows_affected();
             }
-            if let Some(run) = &group.run {
-                let status = RunStatus::after_stop(*stop_reason, error.as_ref());
-                update_run_status!($tx, &group.tenant, run, stopped, *at, status.as_str());
+            if let (Some(run), Some(status)) = (&group.run, end.run_status) {
+                update_run_status!($tx, &group.tenant, run, stopped, end.at, status.as_str());
             }
         }
     };

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::session_events::SESSION_HAS_ACTIVE_TURN;
+use super::Conflict;
 use super::{Stamp, Store, StoreError, with_writer};
 use crate::model::{HistoryMessage, SessionId, TenantId, scrub_nul};
 
@@ -19,7 +19,7 @@ impl Store {
     /// Appends `messages` to the tenant's session's full history, by no turn, in one
     /// transaction, if the history still holds `expected_len` messages (what the caller
     /// checked them against). `NotFound` for another tenant's or an unknown session;
-    /// `Conflict(SESSION_HAS_ACTIVE_TURN)` while the session has a queued or running turn;
+    /// `Conflict(ActiveTurn)` while the session has a queued or running turn;
     /// `Stale` when the history moved. The session row is locked first (PostgreSQL), so a
     /// turn admitted meanwhile waits for this commit and then reads these messages.
     pub async fn append_history(
@@ -50,7 +50,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             if active > 0 {
-                return Err(StoreError::Conflict(SESSION_HAS_ACTIVE_TURN.into()));
+                return Err(StoreError::Conflict(Conflict::ActiveTurn));
             }
             let length: i64 = sqlx::query_scalar(LENGTH)
                 .bind(session)

@@ -23,6 +23,7 @@ mod files;
 mod history;
 mod history_append;
 mod keys;
+mod keyset;
 mod labels;
 mod migrate;
 mod notes;
@@ -48,8 +49,9 @@ mod webhooks;
 pub use agents::AgentChange;
 pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
-pub use events::{AppendGroup, CoalescedDeltas, Deltas};
+pub use events::{AppendGroup, CoalescedDeltas, Deltas, TurnEnd, TurnTransition};
 pub use files::StoredFile;
+pub use keyset::Page;
 pub use labels::Labelled;
 pub use notify::{Committed, Listener, Notice};
 pub use processes::{Orphan, SlotClaim};
@@ -57,7 +59,7 @@ pub use run_endpoints::{RunEndpointLimits, RunEndpointRecord, RunEndpointWrite};
 pub use run_list::{ListedRun, RunCursor, RunFilter, RunMessage};
 pub use runs::RunLink;
 pub use schedules::{Claim, NewOccurrence, OpenOccurrence, ScheduleMessage};
-pub use session_events::{SESSION_HAS_ACTIVE_TURN, SessionChange};
+pub use session_events::SessionChange;
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
 pub use turns::{AdmissionLimits, Refusal, Remembered, TokenBudget, UsageTotals};
@@ -177,9 +179,9 @@ pub(crate) struct Faults {
 pub enum StoreError {
     #[error("not found")]
     NotFound,
-    /// A unique constraint (named) refused the write.
+    /// The write met another row or state it cannot coexist with; nothing was written.
     #[error("conflict: {0}")]
-    Conflict(String),
+    Conflict(Conflict),
     /// A resume or a cancel met a run that no longer awaits answers: nothing was written.
     #[error("the run does not await answers")]
     RunNotAwaiting,
@@ -206,6 +208,18 @@ pub enum StoreError {
     Refused(Refusal),
     #[error(transparent)]
     Database(sqlx::Error),
+}
+
+/// Why a write conflicted. No constraint's name: a face says what was taken in its terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    /// A unique key is taken by another row (a name, an alias, an idempotency key, the
+    /// session's one active turn).
+    #[error("a unique key is taken")]
+    Taken,
+    /// The session has a queued or running turn, whose events take its next seqs.
+    #[error("the session has an active turn")]
+    ActiveTurn,
 }
 
 impl StoreError {
@@ -292,7 +306,7 @@ impl From<sqlx::Error> for StoreError {
         match &error {
             sqlx::Error::RowNotFound => StoreError::NotFound,
             sqlx::Error::Database(db) if db.is_unique_violation() => {
-                StoreError::Conflict(db.constraint().unwrap_or("unique").to_owned())
+                StoreError::Conflict(Conflict::Taken)
             }
             sqlx::Error::Database(db) if db.is_foreign_key_violation() => StoreError::NotFound,
             _ => classify(error),
@@ -480,26 +494,4 @@ pub(crate) fn create_parent_dir(file: &Path) -> Result<(), StoreError> {
             }),
         _ => Ok(()),
     }
-}
-
-/// Keyset pagination: a page of items and whether more follow.
-#[derive(Debug, Clone, Copy)]
-pub struct Page {
-    /// Only items strictly after (older than) the item with this UUID.
-    pub after: Option<uuid::Uuid>,
-    pub limit: u32,
-}
-
-impl Page {
-    /// The `LIMIT` to ask for: one more than the page, to learn whether another follows.
-    fn fetch_limit(&self) -> i64 {
-        i64::from(self.limit) + 1
-    }
-}
-
-/// Splits a fetched `limit + 1` rows into the page and whether there is a next one.
-fn finish_page<T>(mut rows: Vec<T>, page: Page) -> (Vec<T>, bool) {
-    let more = rows.len() > page.limit as usize;
-    rows.truncate(page.limit as usize);
-    (rows, more)
 }

@@ -211,6 +211,7 @@ mod tests {
                 .collect(),
             coalesced: Vec::new(),
             history: Vec::new(),
+            transition: None,
         }
     }
 

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::Stamp;
-use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
+use super::keyset::Keyset;
+use super::{Page, Store, StoreError, with_db, with_writer};
 use crate::model::{
     Content, MessageId, Occurrence, OccurrenceKind, OccurrenceReason, OccurrenceStatus, ProcessId,
     Schedule, ScheduleId, ScheduleRunId, ServerToolRef, SessionId, TenantId, TenantStatus, TurnId,
@@ -345,18 +346,13 @@ impl Store {
         tenant: &TenantId,
         page: Page,
     ) -> Result<(Vec<Schedule>, bool), StoreError> {
-        let rows: Vec<ScheduleRow> = with_db!(self, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE tenant_id = $1 \
-                 AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
-            )))
-            .bind(tenant)
-            .bind(page.after)
-            .bind(page.fetch_limit())
-            .fetch_all(pool)
-            .await
-        })?;
-        let (rows, more) = finish_page(rows, page);
+        let keyset = Keyset {
+            columns: SCHEDULE_COLUMNS,
+            table: "schedules",
+            scope: &[("tenant_id", tenant.to_uuid())],
+            key: "id",
+        };
+        let (rows, more): (Vec<ScheduleRow>, bool) = self.keyset_page(keyset, page).await?;
         let schedules = rows
             .into_iter()
             .map(Schedule::try_from)
@@ -652,19 +648,16 @@ impl Store {
         schedule: &ScheduleId,
         page: Page,
     ) -> Result<(Vec<Occurrence>, bool), StoreError> {
-        let rows: Vec<RunRow> = with_db!(self, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {RUN_COLUMNS} FROM schedule_runs WHERE tenant_id = $1 \
-                 AND schedule_id = $2 AND ($3 IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
-            )))
-            .bind(tenant)
-            .bind(schedule)
-            .bind(page.after)
-            .bind(page.fetch_limit())
-            .fetch_all(pool)
-            .await
-        })?;
-        let (rows, more) = finish_page(rows, page);
+        let keyset = Keyset {
+            columns: RUN_COLUMNS,
+            table: "schedule_runs",
+            scope: &[
+                ("tenant_id", tenant.to_uuid()),
+                ("schedule_id", schedule.to_uuid()),
+            ],
+            key: "id",
+        };
+        let (rows, more): (Vec<RunRow>, bool) = self.keyset_page(keyset, page).await?;
         let occurrences = rows
             .into_iter()
             .map(Occurrence::try_from)

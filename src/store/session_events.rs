@@ -13,10 +13,6 @@ pub enum SessionChange {
     AgentVersion { agent: AgentId, version: i64 },
 }
 
-/// Why a session event was not written: the session has a queued or running turn, whose
-/// events take the session's next seqs.
-pub const SESSION_HAS_ACTIVE_TURN: &str = "session_has_active_turn";
-
 const LOCK_SQLITE: &str = "SELECT id FROM sessions WHERE tenant_id = $1 AND id = $2";
 const LOCK_PG: &str = "SELECT id FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE";
 const ACTIVE_TURN: &str = "SELECT COUNT(*) FROM turns \
@@ -47,7 +43,7 @@ macro_rules! write_session_event {
             .fetch_one(&mut *$tx)
             .await?;
         if active > 0 {
-            return Err(StoreError::Conflict(SESSION_HAS_ACTIVE_TURN.into()));
+            return Err(StoreError::Conflict(super::Conflict::ActiveTurn));
         }
         match $change {
             SessionChange::AgentVersion { agent, version } => {
@@ -85,7 +81,7 @@ macro_rules! write_session_event {
 impl Store {
     /// Makes `change` to the tenant's session and appends `data`, an event of the session
     /// itself, at its next seq, in one transaction; on PostgreSQL the commit tells the other
-    /// processes. `Conflict(SESSION_HAS_ACTIVE_TURN)` while the session has a queued or
+    /// processes. `Conflict(ActiveTurn)` while the session has a queued or
     /// running turn (its events take the next seqs; the session row is locked first, so a
     /// turn admitted meanwhile on PostgreSQL waits for this commit); `NotFound` when the
     /// session is not the tenant's or not on the change's agent. For the event writer,
@@ -136,6 +132,7 @@ impl Store {
                     events: vec![event],
                     coalesced: Vec::new(),
                     history: Vec::new(),
+                    transition: None,
                 };
                 notify_events(&mut tx, &event_payloads(origin, &[group])).await?;
                 tx.commit().await?;

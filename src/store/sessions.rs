@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use sqlx::types::Json;
 
 use super::Stamp;
-use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
+use super::keyset::Keyset;
+use super::{Page, Store, StoreError, with_db, with_writer};
 use crate::model::{
     AgentId, HistoryMessage, ServerToolRef, Session, SessionId, TenantId, ToolSpec, scrub_nul,
 };
@@ -156,18 +157,13 @@ impl Store {
         tenant: &TenantId,
         page: Page,
     ) -> Result<(Vec<Session>, bool), StoreError> {
-        let rows: Vec<SessionRow> = with_db!(self, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 \
-                 AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
-            )))
-            .bind(tenant)
-            .bind(page.after)
-            .bind(page.fetch_limit())
-            .fetch_all(pool)
-            .await
-        })?;
-        let (rows, more) = finish_page(rows, page);
+        let keyset = Keyset {
+            columns: SESSION_COLUMNS,
+            table: "sessions",
+            scope: &[("tenant_id", tenant.to_uuid())],
+            key: "id",
+        };
+        let (rows, more): (Vec<SessionRow>, bool) = self.keyset_page(keyset, page).await?;
         Ok((rows.into_iter().map(Session::from).collect(), more))
     }
 

@@ -1,8 +1,9 @@
 //! Tenants, and the per-request check of a tenant token against stored state.
 
 use super::Stamp;
+use super::keyset::Keyset;
 use super::quotas::{QUOTA_COLUMNS, QuotaRow};
-use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
+use super::{Page, Store, StoreError, with_db, with_writer};
 use crate::model::{CredentialId, QuotaOverrides, Tenant, TenantId, TenantStatus, TokenId};
 
 #[derive(sqlx::FromRow)]
@@ -75,17 +76,13 @@ impl Store {
 
     /// Tenants, newest first.
     pub async fn list_tenants(&self, page: Page) -> Result<(Vec<Tenant>, bool), StoreError> {
-        let rows: Vec<TenantRow> = with_db!(self, |pool| {
-            sqlx::query_as(
-                "SELECT id, name, status, created_at FROM tenants \
-                 WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
-            )
-            .bind(page.after)
-            .bind(page.fetch_limit())
-            .fetch_all(pool)
-            .await
-        })?;
-        let (rows, more) = finish_page(rows, page);
+        let keyset = Keyset {
+            columns: "id, name, status, created_at",
+            table: "tenants",
+            scope: &[],
+            key: "id",
+        };
+        let (rows, more): (Vec<TenantRow>, bool) = self.keyset_page(keyset, page).await?;
         let tenants = rows
             .into_iter()
             .map(Tenant::try_from)

@@ -4,8 +4,9 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::Stamp;
+use super::keyset::Keyset;
 use super::runs::admit_run;
-use super::{Page, RunLink, Store, StoreError, finish_page, with_db, with_writer};
+use super::{Page, RunLink, Store, StoreError, with_db, with_writer};
 use crate::model::{
     HistoryMessage, ProcessId, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError,
     TurnId, Usage, scrub_nul,
@@ -149,8 +150,7 @@ impl Store {
     /// Records a queued turn owned by the process `owner` (none: any process may take it),
     /// with the answers to permission requests it carries, the session's new configuration (if the turn changed it), the
     /// messages the turn brings and what it does to runs, atomically.
-    /// `Conflict("turns_one_active")` when the session already has an active turn;
-    /// `Conflict("turns_idempotency")` when the key was used; `RunNotAwaiting`
+    /// `Conflict(Taken)` when the session already has an active turn or the key was used; `RunNotAwaiting`
     /// when a resumed or cancelled run no longer awaits answers. `answers_calls`: the turn
     /// answers pending tool calls, which settles runs that awaited them. With `remembered`,
     /// nothing is written unless the session is still as remembered: `Stale` otherwise (a
@@ -378,19 +378,16 @@ impl Store {
         session: &SessionId,
         page: Page,
     ) -> Result<(Vec<Turn>, bool), StoreError> {
-        let rows: Vec<TurnRow> = with_db!(self, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {TURN_COLUMNS} FROM turns WHERE tenant_id = $1 AND session_id = $2 \
-                 AND ($3 IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
-            )))
-            .bind(tenant)
-            .bind(session)
-            .bind(page.after)
-            .bind(page.fetch_limit())
-            .fetch_all(pool)
-            .await
-        })?;
-        let (rows, more) = finish_page(rows, page);
+        let keyset = Keyset {
+            columns: TURN_COLUMNS,
+            table: "turns",
+            scope: &[
+                ("tenant_id", tenant.to_uuid()),
+                ("session_id", session.to_uuid()),
+            ],
+            key: "id",
+        };
+        let (rows, more): (Vec<TurnRow>, bool) = self.keyset_page(keyset, page).await?;
         let turns = rows
             .into_iter()
             .map(Turn::try_from)

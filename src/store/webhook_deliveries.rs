@@ -5,7 +5,8 @@
 use chrono::{DateTime, Utc};
 
 use super::Stamp;
-use super::{Page, SealedSecrets, Store, StoreError, finish_page, with_db, with_writer};
+use super::keyset::Keyset;
+use super::{Page, SealedSecrets, Store, StoreError, with_db, with_writer};
 use crate::model::{DeliveryStatus, EndpointId, MessageId, ProcessId, TenantId, WebhookDelivery};
 
 const DELIVERY_COLUMNS: &str = "message_id, endpoint_id, event_type, status, attempts, \
@@ -95,20 +96,16 @@ impl Store {
         endpoint: &EndpointId,
         page: Page,
     ) -> Result<(Vec<WebhookDelivery>, bool), StoreError> {
-        let rows: Vec<DeliveryRow> = with_db!(self, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
-                 WHERE tenant_id = $1 AND endpoint_id = $2 \
-                 AND ($3 IS NULL OR message_id < $3) ORDER BY message_id DESC LIMIT $4"
-            )))
-            .bind(tenant)
-            .bind(endpoint)
-            .bind(page.after)
-            .bind(page.fetch_limit())
-            .fetch_all(pool)
-            .await
-        })?;
-        let (rows, more) = finish_page(rows, page);
+        let keyset = Keyset {
+            columns: DELIVERY_COLUMNS,
+            table: "webhook_deliveries",
+            scope: &[
+                ("tenant_id", tenant.to_uuid()),
+                ("endpoint_id", endpoint.to_uuid()),
+            ],
+            key: "message_id",
+        };
+        let (rows, more): (Vec<DeliveryRow>, bool) = self.keyset_page(keyset, page).await?;
         let deliveries = rows
             .into_iter()
             .map(WebhookDelivery::try_from)

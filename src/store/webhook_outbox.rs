@@ -6,11 +6,10 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;
 
 use super::StoreError;
-use crate::model::{EventData, MessageId, RunStatus, TenantId, TurnStatus, WebhookEvent};
+use crate::model::{MessageId, TenantId, WebhookEvent};
 /// A turn's stop, as the event log writes it on SQLite: `(1, 0)` when it stopped the turn.
 pub(super) const STOP_TURN: &str = "UPDATE turns SET status = $2, stop_reason = $3, error = $4, \
      usage = $5, finished_at = $6, last_seq = $7, \
@@ -75,26 +74,17 @@ pub(super) struct StopMessages {
 }
 
 impl StopMessages {
-    pub fn new(group: &super::AppendGroup, stop: &EventData, at: DateTime<Utc>) -> Self {
-        let EventData::TurnStop {
-            stop_reason,
-            error,
-            usage,
-        } = stop
-        else {
-            unreachable!("a stop's messages come from turn_stop")
-        };
-        let status = TurnStatus::after_stop(*stop_reason, error.as_ref());
+    pub fn new(group: &super::AppendGroup, end: &super::TurnEnd) -> Self {
         let mut data = serde_json::json!({
             "tenant_id": group.tenant,
             "session_id": group.session,
             "turn_id": group.turn,
-            "status": status.as_str(),
-            "stop_reason": stop_reason,
-            "usage": usage,
-            "finished_at": at,
+            "status": end.status.as_str(),
+            "stop_reason": end.stop_reason,
+            "usage": end.usage,
+            "finished_at": end.at,
         });
-        if let Some(error) = error {
+        if let Some(error) = &end.error {
             data["error"] = serde_json::json!(error);
         }
         if let Some(run) = group.run {
@@ -103,12 +93,11 @@ impl StopMessages {
         // Generated in order: the turn's message is sent before its run's.
         let turn = StopMessage {
             id: MessageId::generate(),
-            event: WebhookEvent::of_stop(*stop_reason, error.as_ref()),
+            event: end.event,
             data: data.to_string(),
         };
-        let run = group.run.map(|_| {
+        let run = group.run.zip(end.run_status).map(|(_, run_status)| {
             data["turn_status"] = data["status"].clone();
-            let run_status = RunStatus::after_stop(*stop_reason, error.as_ref());
             data["status"] = serde_json::json!(run_status.as_str());
             // Whether the run can change again: its last message when not.
             data["terminal"] = serde_json::json!(run_status.is_terminal());

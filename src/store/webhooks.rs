@@ -5,7 +5,8 @@
 use chrono::{DateTime, Utc};
 
 use super::Stamp;
-use super::{Page, Store, StoreError, finish_page, with_db, with_writer};
+use super::keyset::Keyset;
+use super::{Page, Store, StoreError, with_db, with_writer};
 use crate::model::{Endpoint, EndpointId, RunId, TenantId, WebhookEvent};
 
 const ENDPOINT_COLUMNS: &str = "id, tenant_id, url, description, event_mask, auth, enabled, \
@@ -141,18 +142,13 @@ impl Store {
         tenant: &TenantId,
         page: Page,
     ) -> Result<(Vec<Endpoint>, bool), StoreError> {
-        let rows: Vec<EndpointRow> = with_db!(self, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 \
-                 AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
-            )))
-            .bind(tenant)
-            .bind(page.after)
-            .bind(page.fetch_limit())
-            .fetch_all(pool)
-            .await
-        })?;
-        let (rows, more) = finish_page(rows, page);
+        let keyset = Keyset {
+            columns: ENDPOINT_COLUMNS,
+            table: "webhook_endpoints",
+            scope: &[("tenant_id", tenant.to_uuid())],
+            key: "id",
+        };
+        let (rows, more): (Vec<EndpointRow>, bool) = self.keyset_page(keyset, page).await?;
         let endpoints = rows
             .into_iter()
             .map(Endpoint::try_from)

@@ -163,9 +163,9 @@ impl Webhooks {
             .await
             .map_err(|error| match error {
                 // Rotated by another request meanwhile: this one's secret was never valid.
-                StoreError::Stale => WebhookError::Store(StoreError::Conflict(
-                    "the secret was rotated concurrently".into(),
-                )),
+                StoreError::Stale => {
+                    WebhookError::Concurrent("the secret was rotated concurrently")
+                }
                 other => other.into(),
             })?;
         Ok(RotatedSecret {

@@ -55,6 +55,9 @@ pub enum WebhookError {
          token instead"
     )]
     RunEndpointToken,
+    /// Another request changed the endpoint meanwhile: this one was not applied.
+    #[error("{0}")]
+    Concurrent(&'static str),
     #[error(transparent)]
     Store(StoreError),
     #[error("the endpoint's secret cannot be decrypted: {0}")]

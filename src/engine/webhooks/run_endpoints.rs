@@ -212,9 +212,9 @@ impl Webhooks {
                 RunEndpointWrite::Taken => {}
             }
         }
-        Err(WebhookError::Store(StoreError::Conflict(
-            "the endpoint was written concurrently".into(),
-        )))
+        Err(WebhookError::Concurrent(
+            "the endpoint was written concurrently",
+        ))
     }
 
     /// The run's endpoint under `key`: `NotFound("push config")` when it has none,

@@ -8,35 +8,14 @@ use super::error::A2aError;
 use super::ops::Frames;
 use crate::app::AppState;
 use crate::http::frame_id::FrameId;
-use crate::http::sse::{self, Encode, Frame};
-
-struct A2aFrame {
-    id: Option<FrameId>,
-    data: String,
-}
-
-impl Encode for A2aFrame {
-    fn encode(&self) -> String {
-        let body = Frame {
-            id: None,
-            event: None,
-            data: self.data.clone(),
-        }
-        .encode();
-        match self.id {
-            Some(id) => format!("id: {id}\n{body}"),
-            None => body,
-        }
-    }
-}
+use crate::http::sse::{self, IdFrame};
 
 pub fn response(state: &AppState, frames: Frames) -> HttpResponse {
-    let keep_alive = std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
-    let frames = frames.map(|(id, event)| A2aFrame {
+    let frames = frames.map(|(id, event)| IdFrame {
         id,
         data: event.to_string(),
     });
-    sse::response(frames, keep_alive, None)
+    sse::response(state, frames, None)
 }
 
 /// The frame a client resumes after (`Last-Event-ID`), if it sent one.

@@ -206,19 +206,12 @@ pub fn follow(
     identity: TaskIdentity,
     after: FrameId,
 ) -> impl Stream<Item = (FrameId, StreamEvent)> + 'static {
-    let events = state.engine().follow_run(run, None);
+    let events = crate::http::sse::until_failure(state.engine().follow_run(run, None), "task");
     let settled = run.clone();
     async_stream::stream! {
         let mut renderer = TaskRenderer::new(identity);
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(error) => {
-                    tracing::error!(error = %error, "a task's event stream failed");
-                    break;
-                }
-            };
             for (id, rendered) in renderer.render(&event) {
                 if id > after {
                     yield (id, rendered);

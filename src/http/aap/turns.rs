@@ -151,19 +151,9 @@ pub(super) fn render_stream(
     turn: Option<&TurnId>,
 ) -> HttpResponse {
     let mut renderer = AapRenderer::new(mode);
-    let frames = events
-        .take_while(|event| {
-            if let Err(error) = event {
-                tracing::error!(error = %error, "an event stream failed");
-            }
-            std::future::ready(event.is_ok())
-        })
-        .flat_map(move |event| {
-            let frames = event.map(|e| renderer.render(&e)).unwrap_or_default();
-            futures_util::stream::iter(frames)
-        });
-    let keep_alive = std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
-    sse::response(frames, keep_alive, turn.copied())
+    let frames = sse::until_failure(events, "turn")
+        .flat_map(move |event| futures_util::stream::iter(renderer.render(&event)));
+    sse::response(state, frames, turn.copied())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

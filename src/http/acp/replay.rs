@@ -11,7 +11,7 @@ use super::wire::EventObject;
 use crate::app::AppState;
 use crate::engine::{EngineError, RunView, StartedTurn, ViewParts};
 use crate::http::frame_id::FrameId;
-use crate::http::sse::{self, Frame};
+use crate::http::sse::{self, IdFrame};
 use crate::model::{Run, RunId, TenantId, TurnId};
 
 /// The response header naming a run.
@@ -100,19 +100,12 @@ pub fn stream(
     started: Option<StartedTurn>,
     cursor: Cursor,
 ) -> impl Stream<Item = AcpFrame> + 'static {
-    let events = state.engine().follow_run(run, started);
+    let events = sse::until_failure(state.engine().follow_run(run, started), "run");
     let settled = run.clone();
     async_stream::stream! {
         let mut renderer = RunRenderer::new(identity);
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(error) => {
-                    tracing::error!(error = %error, "a run's event stream failed");
-                    break;
-                }
-            };
             for (id, rendered) in renderer.render(&event) {
                 let wanted = match &cursor {
                     Cursor::After(after) => id > *after,
@@ -135,25 +128,11 @@ pub fn stream(
 }
 
 /// One ACP frame: `id: <frame id>`, then the event.
-pub struct AcpFrame {
-    id: FrameId,
-    data: String,
-}
-
-impl sse::Encode for AcpFrame {
-    fn encode(&self) -> String {
-        let body = Frame {
-            id: None,
-            event: None,
-            data: self.data.clone(),
-        };
-        format!("id: {}\n{}", self.id, body.encode())
-    }
-}
+pub type AcpFrame = IdFrame<FrameId>;
 
 fn frame(id: FrameId, event: &EventObject) -> AcpFrame {
-    AcpFrame {
-        id,
+    IdFrame {
+        id: Some(id),
         data: serde_json::to_string(event).expect("events serialize"),
     }
 }
@@ -163,8 +142,7 @@ pub fn sse_response(
     state: &AppState,
     frames: impl Stream<Item = AcpFrame> + 'static,
 ) -> actix_web::HttpResponse {
-    let keep_alive = std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
-    sse::response_as(sse::UTF8_EVENT_STREAM, frames, keep_alive, None)
+    sse::response_as(state, sse::UTF8_EVENT_STREAM, frames, None)
 }
 
 /// Names the run in the `Run-ID` header.

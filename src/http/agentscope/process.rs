@@ -108,10 +108,7 @@ impl Answer {
                     event: None,
                     data: serde_json::to_string(&event).expect("refusals serialize"),
                 };
-                HttpResponse::Ok()
-                    .content_type(sse::UTF8_EVENT_STREAM)
-                    .insert_header(("Cache-Control", "no-cache"))
-                    .body(frame.encode())
+                sse::one_frame(sse::UTF8_EVENT_STREAM, &frame)
             }
         }
     }
@@ -383,16 +380,11 @@ async fn respond(
     after: Option<i64>,
 ) -> HttpResponse {
     let mut renderer = AgentScopeRenderer::new(identity);
-    let events = events.take_while(|event| {
-        if let Err(error) = event {
-            tracing::error!(error = %error, "an event stream failed");
-        }
-        std::future::ready(event.is_ok())
-    });
+    let events = sse::until_failure(events, "response");
     match answer {
         Answer::Json => {
             let mut events = std::pin::pin!(events);
-            while let Some(Ok(event)) = events.next().await {
+            while let Some(event) = events.next().await {
                 renderer.render(&event);
             }
             match renderer.last {
@@ -405,17 +397,14 @@ async fn respond(
         Answer::Stream => {
             let after = after.unwrap_or(-1);
             let frames = events.flat_map(move |event| {
-                let frames: Vec<Frame> = event
-                    .map(|e| renderer.render(&e))
-                    .unwrap_or_default()
+                let frames: Vec<Frame> = renderer
+                    .render(&event)
                     .into_iter()
                     .filter(|f| f.id.is_some_and(|id| id > after))
                     .collect();
                 futures_util::stream::iter(frames)
             });
-            let keep_alive =
-                std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
-            sse::response_as(sse::UTF8_EVENT_STREAM, frames, keep_alive, Some(turn.id))
+            sse::response_as(state, sse::UTF8_EVENT_STREAM, frames, Some(turn.id))
         }
     }
 }

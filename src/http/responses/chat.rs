@@ -99,9 +99,7 @@ pub async fn create_chat_completion(
     );
     let events = state.engine().follow_started(started);
     if request.stream {
-        let keep_alive =
-            std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
-        let mut response = sse::response(frames(identity, events), keep_alive, Some(turn.id));
+        let mut response = sse::response(&state, frames(identity, events), Some(turn.id));
         response
             .headers_mut()
             .insert(session_header.0, session_header.1);

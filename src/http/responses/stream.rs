@@ -41,6 +41,7 @@ pub fn frames(
         after: -1,
         deltas: Deltas::AsStreamed,
     });
+    let events = sse::until_failure(events, "response");
     async_stream::stream! {
         let wanted = |n: u64| after.is_none_or(|after| n > after);
         let mut renderer = Renderer::new(identity);
@@ -51,13 +52,6 @@ pub fn frames(
         }
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(error) => {
-                    tracing::error!(error = %error, "a response's event stream failed");
-                    break;
-                }
-            };
             for rendered in renderer.render(&event) {
                 if wanted(rendered.sequence_number) {
                     yield frame(rendered);
@@ -82,6 +76,5 @@ pub fn response(
     state: &AppState,
     frames: impl Stream<Item = OutFrame> + 'static,
 ) -> actix_web::HttpResponse {
-    let keep_alive = std::time::Duration::from_secs(state.settings().engine.sse_keep_alive_seconds);
-    sse::response(frames, keep_alive, None)
+    sse::response(state, frames, None)
 }
