@@ -27,6 +27,8 @@
 //!   completed), read to the end of the stream; the line reports the count seen.
 //! - `all-modes`: the four above in sequence; `full` (the default): the four, then the
 //!   latency, replay and fan-out figures below.
+//! - `long`: `none` turns on fresh sessions and on sessions that start with `--history`
+//!   messages, in `--rounds` rounds, and the ratio of their turns/s (`load/long.rs`).
 //!
 //! Each of the four throughput modes creates `--sessions` sessions of its own, then runs
 //! `--connections` tasks on one pooled HTTP client (each task keeps its keep-alive
@@ -76,6 +78,8 @@ use tokio::sync::Mutex;
 
 #[path = "common/failures.rs"]
 mod failures;
+#[path = "load/long.rs"]
+mod long;
 
 use failures::{Errors, Failure};
 
@@ -89,8 +93,8 @@ struct Args {
     #[arg(long, env = "AGENTRY_BENCH_ADMIN_SECRET")]
     admin_secret: String,
     /// What runs: one throughput mode (none, delta, message, agentscope), all four in
-    /// sequence (all-modes), or the four and then the latency, replay and fan-out figures
-    /// (full).
+    /// sequence (all-modes), the four and then the latency, replay and fan-out figures
+    /// (full), or `none` turns on fresh and on long sessions compared (long).
     #[arg(long, value_enum, default_value_t = Mode::Full)]
     mode: Mode,
     /// Concurrent connections (one task each) of the throughput modes.
@@ -130,6 +134,12 @@ struct Args {
     /// Events of the replay figure (`full` only).
     #[arg(long, default_value_t = 10_000)]
     replay_events: usize,
+    /// Messages of history each long session starts with (`long` only).
+    #[arg(long, default_value_t = 1000)]
+    history: usize,
+    /// Rounds of a fresh and a long phase (`long` only).
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
     /// Ignored: `cargo bench` passes it.
     #[arg(long, hide = true)]
     bench: bool,
@@ -143,6 +153,7 @@ enum Mode {
     Agentscope,
     AllModes,
     Full,
+    Long,
 }
 
 impl Mode {
@@ -155,6 +166,7 @@ impl Mode {
             Mode::AllModes | Mode::Full => {
                 vec![Kind::None, Kind::Delta, Kind::Message, Kind::AgentScope]
             }
+            Mode::Long => Vec::new(),
         }
     }
 }
@@ -693,28 +705,23 @@ fn rss_mb(pid: Option<u32>) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-/// Runs one throughput mode and prints its line.
-async fn run_mode(
+/// Posts turns of `kind` to `sessions` round robin over `connections` tasks, `warmup`
+/// unmeasured and then `duration` measured: the samples of the turns that ended in the
+/// measured window, every completed turn (warm-up included) and the failures.
+async fn drive(
     bench: &Arc<Bench>,
-    args: &Args,
+    sessions: Arc<Vec<(String, String)>>,
     kind: Kind,
-    storage: Option<&Storage>,
-    pid: Option<u32>,
-) {
-    let sessions = Arc::new(bench.clients(args.sessions).await);
-    let stored_before = match storage {
-        Some(storage) => storage.measure().await,
-        None => None,
-    };
-    let rss_before = rss_mb(pid);
-    let log_before = args.server_log.as_deref().map(log_length);
-
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> (Vec<Sample>, usize, Errors) {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let measured_from = started + Duration::from_secs(args.warmup);
-    let deadline = measured_from + Duration::from_secs(args.duration);
-    let mut tasks = Vec::with_capacity(args.connections);
-    for _ in 0..args.connections {
+    let measured_from = started + warmup;
+    let deadline = measured_from + duration;
+    let mut tasks = Vec::with_capacity(connections);
+    for _ in 0..connections {
         let (bench, sessions, next) = (bench.clone(), sessions.clone(), next.clone());
         tasks.push(tokio::spawn(async move {
             let mut tally = Tally::default();
@@ -755,6 +762,35 @@ async fn run_mode(
         completed += tally.completed;
         errors.add(&tally.errors);
     }
+
+    (samples, completed, errors)
+}
+
+/// Runs one throughput mode and prints its line.
+async fn run_mode(
+    bench: &Arc<Bench>,
+    args: &Args,
+    kind: Kind,
+    storage: Option<&Storage>,
+    pid: Option<u32>,
+) {
+    let sessions = Arc::new(bench.clients(args.sessions).await);
+    let stored_before = match storage {
+        Some(storage) => storage.measure().await,
+        None => None,
+    };
+    let rss_before = rss_mb(pid);
+    let log_before = args.server_log.as_deref().map(log_length);
+
+    let (samples, completed, errors) = drive(
+        bench,
+        sessions,
+        kind,
+        args.connections,
+        Duration::from_secs(args.warmup),
+        Duration::from_secs(args.duration),
+    )
+    .await;
 
     let stored_after = match (storage, stored_before) {
         (Some(storage), Some(_)) => storage.measure().await,
@@ -972,6 +1008,9 @@ async fn main() {
     }
     for kind in kinds {
         run_mode(&bench, &args, kind, storage.as_ref(), pid).await;
+    }
+    if args.mode == Mode::Long {
+        long::run(&bench, &args).await;
     }
     if args.mode == Mode::Full {
         classic_figures(&bench, &args).await;

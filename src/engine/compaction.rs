@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 
 use super::error::EngineError;
-use super::histories::Histories;
+use super::histories::{Histories, ModelHistory};
 use crate::agents::Agent;
 use crate::config::CompactionStrategy;
 use crate::model::{Content, ContentBlock, EventData, HistoryMessage, Session, ToolSpec, Turn};
@@ -64,11 +64,14 @@ pub async fn history_for_model(
     agent: &Agent,
     provider: &dyn Provider,
     input: &ModelInput<'_>,
-) -> Result<(Option<Vec<Arc<HistoryMessage>>>, Option<EventData>), EngineError> {
+) -> Result<(Option<ModelHistory>, Option<EventData>), EngineError> {
     let options = input.options;
     let settings = &agent.settings().history;
     if settings.budget_tokens == 0 {
-        let messages = histories.compacted(store, session, &turn.id).await?;
+        let tail_only = provider.reads_only_last_exchange();
+        let messages = histories
+            .compacted(store, session, &turn.id, tail_only)
+            .await?;
         return Ok((Some(messages), None));
     }
     let view = store
@@ -149,8 +152,8 @@ pub async fn history_for_model(
     Ok(((after <= budget).then(|| shared(messages)), Some(event)))
 }
 
-fn shared(messages: Vec<HistoryMessage>) -> Vec<Arc<HistoryMessage>> {
-    messages.into_iter().map(Arc::new).collect()
+fn shared(messages: Vec<HistoryMessage>) -> ModelHistory {
+    ModelHistory::whole(messages.into_iter().map(Arc::new).collect())
 }
 
 /// Where the kept part of the tail starts: about `keep_last` messages from the end, at a
@@ -179,9 +182,11 @@ async fn summarize(
                 .into(),
         ),
     });
+    let history = shared(older);
     let mut stream = provider.stream(ModelRequest {
         system_prompt: "You write faithful, compact summaries of conversations.".into(),
-        messages: shared(older),
+        messages: history.messages,
+        history_chars: history.chars,
         options: std::sync::Arc::new(options.clone()),
         tools: std::sync::Arc::from(Vec::new()),
     });

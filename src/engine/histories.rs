@@ -14,6 +14,9 @@
 //!
 //! Bounded by `engine.history_cache_kib` of message text over all sessions; the least
 //! recently used sessions go first, and a history larger than a quarter of it is not kept.
+//! A session whose provider reads only the end of its history (from the last user message
+//! on, the echo) keeps only that end, with the whole history's length and size: a turn's
+//! work then does not grow with the session, and many long sessions fit.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,15 +50,41 @@ struct Entry {
 struct Cached {
     /// The session's row, as the last turn ran with it.
     session: Session,
-    /// Shared with the model requests made from it.
+    /// The full history from position `from` on (shared with the model requests made from
+    /// it), and each message's JSON length.
     full: Vec<Arc<HistoryMessage>>,
+    sizes: Vec<usize>,
+    from: usize,
+    /// The JSON length of the whole full history, and of what `full` keeps of it.
     full_bytes: usize,
+    kept_bytes: usize,
     through: Option<i64>,
     overlay: Vec<Arc<HistoryMessage>>,
     overlay_bytes: usize,
     /// The turn for which this is known to be the whole history: its admission checked it,
     /// or it read it, and it adds what it writes.
     exact_for: Option<TurnId>,
+    /// Only the end of the history is kept, from its last user message on (never while a
+    /// compaction overlay stands for part of it).
+    tail_only: bool,
+}
+
+/// The compacted history as a model request carries it.
+#[derive(Debug, Clone, Default)]
+pub struct ModelHistory {
+    /// All of it, or only its end from the last user message on (for a provider that reads
+    /// no more).
+    pub messages: Vec<Arc<HistoryMessage>>,
+    /// The JSON length of all of it, whatever `messages` holds.
+    pub chars: usize,
+}
+
+impl ModelHistory {
+    /// The whole history, measured.
+    pub fn whole(messages: Vec<Arc<HistoryMessage>>) -> Self {
+        let chars = size_of(&messages);
+        ModelHistory { messages, chars }
+    }
 }
 
 impl Cached {
@@ -63,32 +92,76 @@ impl Cached {
         Cached {
             session,
             full: Vec::new(),
+            sizes: Vec::new(),
+            from: 0,
             full_bytes: 0,
+            kept_bytes: 0,
             through: None,
             overlay: Vec::new(),
             overlay_bytes: 0,
             exact_for: None,
+            tail_only: false,
         }
+    }
+
+    /// The full history's length in messages.
+    fn len(&self) -> usize {
+        self.from + self.full.len()
     }
 
     /// What the entry counts against the budget: its messages' text, and a fixed share for
     /// the session's row and the entry itself, so many small sessions are bounded too.
     fn bytes(&self) -> usize {
-        ENTRY_BYTES + self.full_bytes + self.overlay_bytes
+        ENTRY_BYTES + self.kept_bytes + self.overlay_bytes
     }
 
     /// The compacted history: the overlay, then the full history after what it stands for
-    /// (pointers copied, not messages).
-    fn compacted(&self) -> Vec<Arc<HistoryMessage>> {
+    /// (pointers copied, not messages); only the kept end when `tail_only`.
+    fn compacted(&self) -> ModelHistory {
         let after = self.through.map_or(0, |t| (t + 1).max(0) as usize);
+        debug_assert!(
+            after == 0 || self.from == 0,
+            "a compacted history is kept whole"
+        );
+        let skip = after.saturating_sub(self.from);
         let mut messages = self.overlay.clone();
-        messages.extend(self.full.iter().skip(after).cloned());
-        messages
+        messages.extend(self.full.iter().skip(skip).cloned());
+        let skipped: usize = self.sizes[..skip.min(self.sizes.len())].iter().sum();
+        ModelHistory {
+            messages,
+            chars: self.overlay_bytes + self.full_bytes - skipped,
+        }
     }
 
     fn extend(&mut self, messages: Vec<HistoryMessage>) {
-        self.full_bytes += size_of(&messages);
-        self.full.extend(messages.into_iter().map(Arc::new));
+        for message in messages {
+            let size = json_len(&message);
+            self.full_bytes += size;
+            self.kept_bytes += size;
+            self.sizes.push(size);
+            self.full.push(Arc::new(message));
+        }
+        self.trim();
+    }
+
+    /// Drops what a `tail_only` entry no longer needs: the messages before the last user
+    /// message.
+    fn trim(&mut self) {
+        if !self.tail_only || self.through.is_some() {
+            return;
+        }
+        let Some(last_user) = self
+            .full
+            .iter()
+            .rposition(|m| matches!(**m, HistoryMessage::User { .. }))
+        else {
+            return;
+        };
+        if last_user > 0 {
+            self.full.drain(..last_user);
+            self.kept_bytes -= self.sizes.drain(..last_user).sum::<usize>();
+            self.from += last_user;
+        }
     }
 }
 
@@ -134,7 +207,7 @@ impl Histories {
         Some(Snapshot {
             remembered: Remembered {
                 updated_at: row.updated_at,
-                history_len: cached.full.len() as i64,
+                history_len: cached.len() as i64,
                 compacted_through: cached.through,
             },
             pending: pending_tool_calls(&cached.full[from..]),
@@ -154,7 +227,7 @@ impl Histories {
     ) {
         let remembered = &snapshot.remembered;
         self.change(&session.id, |cached| {
-            let unmoved = cached.full.len() as i64 == remembered.history_len
+            let unmoved = cached.len() as i64 == remembered.history_len
                 && cached.through == remembered.compacted_through;
             if unmoved {
                 cached.extend(input);
@@ -204,18 +277,23 @@ impl Histories {
 
     /// The compacted history `turn` feeds its model, read from the database only where
     /// the entry is not known to be exact. One turn of a session runs at a time, so the
-    /// entry is taken out while it is read.
+    /// entry is taken out while it is read. `tail_only`: the model reads only the end of
+    /// the history, from its last user message on (the entry then keeps no more).
     pub async fn compacted(
         &self,
         store: &Store,
         session: &Session,
         turn: &TurnId,
-    ) -> Result<Vec<Arc<HistoryMessage>>, StoreError> {
+        tail_only: bool,
+    ) -> Result<ModelHistory, StoreError> {
         let (tenant, id) = (&session.tenant_id, &session.id);
-        let known = self.take(tenant, id);
-        let fresh = known.is_none();
+        let known = self
+            .take(tenant, id)
+            .filter(|known| known.tail_only == (tail_only && known.through.is_none()));
+        let mut fresh = known.is_none();
         let mut cached = match known {
-            Some(known) if known.exact_for == Some(*turn) => {
+            Some(mut known) if known.exact_for == Some(*turn) => {
+                known.trim();
                 let messages = known.compacted();
                 self.put(tenant, id, known);
                 return Ok(messages);
@@ -223,8 +301,16 @@ impl Histories {
             Some(known) => known,
             None => Cached::new(session.clone()),
         };
-        let from = cached.full.len() as i64;
-        let (through, added) = store.list_history_since(tenant, id, from).await?;
+        let from = cached.len() as i64;
+        let (mut through, mut added) = store.list_history_since(tenant, id, from).await?;
+        if through.is_some() && cached.from > 0 {
+            // Compacted meanwhile: what the overlay leaves of the full history may start
+            // before what the entry kept.
+            cached = Cached::new(session.clone());
+            fresh = true;
+            (through, added) = store.list_history_since(tenant, id, 0).await?;
+        }
+        cached.tail_only = tail_only && through.is_none();
         if fresh || cached.through != through {
             cached.overlay = match through {
                 None => Vec::new(),
@@ -400,6 +486,94 @@ mod tests {
                 .snapshot(&session.tenant_id, &session.id)
                 .is_none()
         );
+    }
+
+    fn assistant(text: &str) -> HistoryMessage {
+        HistoryMessage::Assistant {
+            content: Content::Text(text.into()),
+        }
+    }
+
+    #[test]
+    fn a_tail_only_entry_keeps_the_last_exchange_and_measures_the_whole_history() {
+        let (mut whole, mut tail) = (Cached::new(session()), Cached::new(session()));
+        tail.tail_only = true;
+        let steps = [
+            vec![user("one"), assistant("one")],
+            vec![user("two"), call("c1")],
+            vec![HistoryMessage::Tool {
+                tool_call_id: "c1".into(),
+                content: Content::Text("42".into()),
+            }],
+            vec![assistant("done"), user("three")],
+        ];
+        let mut all = Vec::new();
+        for step in steps {
+            all.extend(step.clone());
+            whole.extend(step.clone());
+            tail.extend(step);
+            assert_eq!(tail.len(), all.len());
+            assert_eq!(tail.full_bytes, size_of(&all));
+            let (w, t) = (whole.compacted(), tail.compacted());
+            assert_eq!(t.chars, size_of(&all), "the running size is the whole size");
+            assert_eq!(w.chars, t.chars);
+            let last_user = all
+                .iter()
+                .rposition(|m| matches!(m, HistoryMessage::User { .. }))
+                .unwrap();
+            let kept: Vec<&HistoryMessage> = t.messages.iter().map(|m| &**m).collect();
+            assert_eq!(kept, all[last_user..].iter().collect::<Vec<_>>());
+            // The echo estimates the request the same from either.
+            let request = |history: ModelHistory| crate::providers::ModelRequest {
+                system_prompt: "be brief".into(),
+                messages: history.messages,
+                history_chars: history.chars,
+                options: Default::default(),
+                tools: Arc::from(Vec::new()),
+            };
+            let estimate = crate::providers::estimate_tokens("be brief", &all, &[]);
+            assert_eq!(request(t).estimated_tokens(), estimate);
+            assert_eq!(request(w).estimated_tokens(), estimate);
+        }
+        assert!(tail.bytes() < whole.bytes());
+        assert_eq!(tail.kept_bytes, size_of(&all[all.len() - 1..]));
+    }
+
+    #[test]
+    fn a_tail_only_snapshot_is_the_whole_ones() {
+        let histories = Histories::new(1 << 20);
+        let (one, two) = (session(), session());
+        let (first, second) = (TurnId::generate(), TurnId::generate());
+        for (session, turn, tail_only) in [(&one, &first, false), (&two, &second, true)] {
+            histories.put(
+                &session.tenant_id,
+                &session.id,
+                Cached {
+                    exact_for: Some(*turn),
+                    tail_only,
+                    ..Cached::new(session.clone())
+                },
+            );
+            histories.added(turn, &session.id, vec![user("hi"), assistant("hi")]);
+            histories.added(turn, &session.id, vec![user("again"), call("c1")]);
+        }
+        let a = histories.snapshot(&one.tenant_id, &one.id).unwrap();
+        let b = histories.snapshot(&two.tenant_id, &two.id).unwrap();
+        assert_eq!(a.remembered.history_len, 4);
+        assert_eq!(b.remembered.history_len, a.remembered.history_len);
+        assert_eq!(b.history_bytes, a.history_bytes);
+        assert_eq!(b.pending, a.pending);
+        assert_eq!(b.pending.len(), 1);
+        // An admission on it continues it at the whole history's length.
+        let third = TurnId::generate();
+        let answer = HistoryMessage::Tool {
+            tool_call_id: "c1".into(),
+            content: Content::Text("42".into()),
+        };
+        histories.admitted(&third, &b, &two, vec![answer]);
+        let after = histories.snapshot(&two.tenant_id, &two.id).unwrap();
+        assert_eq!(after.remembered.history_len, 5);
+        assert!(after.pending.is_empty());
     }
 
     #[test]

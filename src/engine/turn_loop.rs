@@ -224,22 +224,24 @@ async fn run_steps(
             outcome.stop_reason = StopReason::MaxTokens;
             return Ok(outcome);
         };
+        let request = ModelRequest {
+            system_prompt: system_prompt.clone(),
+            messages: messages.messages,
+            history_chars: messages.chars,
+            options: options.clone(),
+            tools: tools.clone(),
+        };
         // What the correction compares the provider's count with; only a budget needs it.
         let estimated = if budgeted {
-            providers::estimate_tokens(&system_prompt, &messages, &tools)
+            request.estimated_tokens()
         } else {
             0
         };
         let span = step_span(agent, &meter);
         if crate::traces::record_content() {
-            record_prompt(&span, agent, &options, &messages);
+            record_prompt(&span, agent, &options, &request.messages);
         }
-        let stream = provider.stream(ModelRequest {
-            system_prompt: system_prompt.clone(),
-            messages,
-            options: options.clone(),
-            tools: tools.clone(),
-        });
+        let stream = provider.stream(request);
         let call_started = Instant::now();
         let before = outcome.usage;
         let step = stream_message(stream, control, log, &mut call_ids, &mut outcome.usage)

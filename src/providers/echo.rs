@@ -71,6 +71,10 @@ fn chunks(text: &str, size: usize) -> Vec<String> {
 }
 
 impl Provider for EchoProvider {
+    fn reads_only_last_exchange(&self) -> bool {
+        true
+    }
+
     fn stream(
         &self,
         request: ModelRequest,
@@ -79,8 +83,7 @@ impl Provider for EchoProvider {
             &request.messages,
             request.options.get("style").map(String::as_str),
         );
-        let input_tokens =
-            super::estimate_tokens(&request.system_prompt, &request.messages, &request.tools);
+        let input_tokens = request.estimated_tokens();
         let mut events = Vec::new();
         if self.thinking {
             let thought = format!(

@@ -24,7 +24,12 @@ pub struct ModelRequest {
     /// Shared by every step of a turn, like the options and tools.
     pub system_prompt: Arc<str>,
     /// Shared with the session's cached history: a step copies pointers, not messages.
+    /// The whole compacted history, or only its end from the last user message on for a
+    /// provider that [reads no more](Provider::reads_only_last_exchange).
     pub messages: Vec<Arc<HistoryMessage>>,
+    /// The JSON length of the whole compacted history, whatever `messages` holds: kept as
+    /// the history grows, so estimating a request does not read every message again.
+    pub history_chars: usize,
     /// The session's options, secrets decrypted: never log this.
     pub options: Arc<BTreeMap<String, String>>,
     /// Tools the model may call.
@@ -58,11 +63,27 @@ pub struct ProviderError {
     pub message: String,
 }
 
+impl ModelRequest {
+    /// [`estimate_tokens`] of the whole request, from the history's kept length.
+    pub fn estimated_tokens(&self) -> u64 {
+        let chars = self.history_chars
+            + self.tools.iter().map(crate::model::json_len).sum::<usize>()
+            + self.system_prompt.len();
+        chars.div_ceil(4) as u64
+    }
+}
+
 pub trait Provider: Send + Sync {
     fn stream(
         &self,
         request: ModelRequest,
     ) -> BoxStream<'static, Result<ModelEvent, ProviderError>>;
+
+    /// Whether the model reads only the end of the history, from its last user message on
+    /// (the echo): its requests then carry only that end, and the history's length.
+    fn reads_only_last_exchange(&self) -> bool {
+        false
+    }
 }
 
 /// The provider an agent's configuration names.

@@ -129,3 +129,116 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
         .collect();
     assert_eq!(texts, ["one", "one", "two", "two", "three", "three"]);
 }
+
+/// Turns of the echo (which reads only the end of the history) on a session seeded with a
+/// long history, on `app`: each turn's reported input tokens.
+async fn long_session_turns(app: &crate::helpers::TestApp, texts: &[&str]) -> Vec<u64> {
+    let (_, token) = app.new_tenant().await;
+    let seed: Vec<Value> = (0..300)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            json!({"role": role, "content": format!("message {i} of a long conversation")})
+        })
+        .collect();
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}, "messages": seed}))
+        .await;
+    let mut reported = Vec::new();
+    for text in texts {
+        let reply = app
+            .post(
+                &format!("/sessions/{session}/turns"),
+                &token,
+                json!({"stream": "none", "messages": [user(text)]}),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        assert_eq!(reply.body["messages"][0]["content"][0]["text"], *text);
+        let turn = reply.headers["agentry-turn-id"].to_str().unwrap();
+        let turn = app
+            .get(&format!("/sessions/{session}/turns/{turn}"), &token)
+            .await;
+        reported.push(turn.body["usage"]["input_tokens"].as_u64().unwrap());
+    }
+    reported
+}
+
+#[tokio::test]
+async fn a_long_sessions_turn_reports_its_whole_history_remembered_or_read_again() {
+    // Remembered between turns (a budget its whole history would not fit in: only the end
+    // is kept), and read again every turn (no budget at all): the same figures.
+    let kept = spawn_app_on(
+        Arc::new(TestDb::new().await),
+        "[engine]\nhistory_cache_kib = 16\n",
+    )
+    .await;
+    let read = spawn_app_on(
+        Arc::new(TestDb::new().await),
+        "[engine]\nhistory_cache_kib = 0\n",
+    )
+    .await;
+    let texts = ["one", "two", "three"];
+    let remembered = long_session_turns(&kept, &texts).await;
+    assert_eq!(remembered, long_session_turns(&read, &texts).await);
+    // Each turn's request holds the previous turn's two messages and its own longer input.
+    assert!(remembered.windows(2).all(|w| w[1] > w[0]), "{remembered:?}");
+}
+
+#[tokio::test]
+async fn a_long_sessions_turn_in_steady_state_reads_nothing() {
+    let db = Arc::new(TestDb::new().await);
+    // 300 messages of history are over a quarter of this budget: the session stays in it
+    // only because the echo needs no more than its end.
+    let app = spawn_app_on(
+        db,
+        "[auth]\nstate_cache_ttl_ms = 60000\n[engine]\nhistory_cache_kib = 16\n",
+    )
+    .await;
+    let (tenant, token) = app.new_tenant().await;
+    let seed: Vec<Value> = (0..300)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            json!({"role": role, "content": format!("message {i} of a long conversation")})
+        })
+        .collect();
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}, "messages": seed}))
+        .await;
+    let path = format!("/sessions/{session}/turns");
+    let turn = |text: &str| json!({"stream": "none", "messages": [user(text)]});
+    for text in ["one", "two"] {
+        let reply = app.post(&path, &token, turn(text)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    }
+    let from = captured_logs().len();
+    let reply = app.post(&path, &token, turn("three")).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    let turn_id = reply.headers["agentry-turn-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !records(from, "turn_id", &turn_id)
+        .iter()
+        .any(|r| r["span"]["name"] == "turn" && r["fields"]["message"] == "turn ended")
+    {
+        assert!(Instant::now() < deadline, "the turn ends");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Neither the admission nor the turn reads the history.
+    let read_history: Vec<String> = statements(&records(from, "tenant_id", &tenant))
+        .into_iter()
+        .filter(|s| s.starts_with("SELECT") && s.contains("history"))
+        .collect();
+    assert!(read_history.is_empty(), "{read_history:#?}");
+    let history = app
+        .get(
+            &format!("/sessions/{session}/history?type=full&limit=1000"),
+            &token,
+        )
+        .await;
+    assert_eq!(
+        history.body["history"]["full"].as_array().unwrap().len(),
+        306
+    );
+}

@@ -86,7 +86,7 @@ async fn remember_wrongly(
     let reader = TurnId::generate();
     engine
         .histories
-        .compacted(&test.store, session, &reader)
+        .compacted(&test.store, session, &reader, false)
         .await
         .unwrap();
     engine.histories.added(&reader, &session.id, vec![extra]);
