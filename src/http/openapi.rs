@@ -206,7 +206,8 @@ pub const METRICS: &str = "metrics";
         responses::conversation_items::list_items,
         responses::conversation_items::get_item,
     ),
-    components(schemas(schemas::ErrorBody, acp::wire::ErrorObject, responses::error::ErrorBody)),
+    components(schemas(schemas::ErrorBody, acp::wire::ErrorObject, responses::error::ErrorBody,
+        openai_schemas::OpenAiMcpApprovalRequest, openai_schemas::OpenAiMcpApprovalResponse)),
     modifiers(&Conventions),
     tags(
         (name = "AAP", description = "Agent Application Protocol v3, with agentry's extensions (turn records, events, cancel, idempotency)"),

@@ -3,6 +3,7 @@
 //! conversations shared with AAP, Chat Completions, errors in OpenAI's shape and tenant
 //! isolation.
 
+mod approvals;
 mod chat;
 mod chat_errors;
 mod chat_sessions;

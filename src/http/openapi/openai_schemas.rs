@@ -14,7 +14,9 @@ pub struct OpenAiCreateResponse {
     pub model: String,
     /// A string (one user message) or input items: messages (`user`, `assistant`,
     /// `system`, `developer`; text, `input_image` and `input_file` parts), echoed
-    /// `function_call` items and `function_call_output` items.
+    /// `function_call` items, `function_call_output` items, and `mcp_approval_response`
+    /// items (`OpenAiMcpApprovalResponse`) answering the previous response's
+    /// `mcp_approval_request` items.
     pub input: Value,
     /// Function tools: the response's client tools.
     #[schema(required = false)]
@@ -58,13 +60,48 @@ pub struct OpenAiResponse {
     pub error: Option<Value>,
     pub incomplete_details: Option<Value>,
     pub model: String,
-    /// `message`, `reasoning` and `function_call` items.
+    /// `message`, `reasoning`, `function_call` and `mcp_approval_request`
+    /// (`OpenAiMcpApprovalRequest`) items.
     pub output: Vec<Value>,
     pub previous_response_id: Option<String>,
     pub conversation: Option<Value>,
     pub usage: Option<Value>,
     pub metadata: Map<String, Value>,
     pub tools: Vec<Value>,
+}
+
+/// An output item: a server tool's call waiting for the client's permission (the
+/// response is `completed`; the next one answers it with an `mcp_approval_response`).
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiMcpApprovalRequest {
+    /// `mcp_approval_request`
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `mcpr_` + the tool call's id.
+    pub id: String,
+    /// The MCP server's name, or `agentry` for a built-in tool.
+    pub server_label: String,
+    /// The tool's name (on its server).
+    pub name: String,
+    /// The call's arguments, a JSON object as text.
+    pub arguments: String,
+}
+
+/// An input item answering an `mcp_approval_request` of the previous response: approved,
+/// the tool runs; denied, the model reads `Tool call denied: <reason>`.
+#[derive(Serialize, ToSchema)]
+pub struct OpenAiMcpApprovalResponse {
+    /// `mcp_approval_response`
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The `id` of the approval request it answers.
+    pub approval_request_id: String,
+    pub approve: bool,
+    #[schema(required = false)]
+    pub reason: Option<String>,
+    /// Ignored.
+    #[schema(required = false)]
+    pub id: Option<String>,
 }
 
 /// A deleted object: `{id, object, deleted: true}`.

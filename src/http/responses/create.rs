@@ -9,6 +9,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::StreamExt;
 use serde_json::Value;
 
+use super::approvals::{Approval, named_for_approvals};
 use super::error::{ErrorBody, OpenAiError};
 use super::faults::input_fault;
 use super::ids::{conversation_id, response_id};
@@ -85,7 +86,7 @@ async fn session_for(
     };
     let input = request.input.clone();
     let Some(session) = continued else {
-        let (history, new) = split_trailing(input)?;
+        let (history, new) = split_turn(input, request)?;
         let seeded = history.len();
         let config = SessionConfigRequest {
             client_tools: request.tools.clone(),
@@ -134,15 +135,30 @@ async fn session_for(
             ),
         ));
     }
-    let (history, new) = split_trailing(input)?;
+    let (history, new) = split_turn(input, request)?;
     if !history.is_empty() {
         return Err(OpenAiError::invalid(
             "input",
-            "a response that continues a conversation brings only user messages and \
-             function_call_output items",
+            "a response that continues a conversation brings only user messages, \
+             function_call_output and mcp_approval_response items",
         ));
     }
     Ok((session, new, 0))
+}
+
+/// The input's history and the turn's messages, the approval responses answering calls
+/// after the trailing messages (an input of approvals only brings no message; one that
+/// seeds a conversation may end with the calls they answer).
+fn split_turn(
+    input: Vec<HistoryMessage>,
+    request: &CreateRequest,
+) -> Result<(Vec<HistoryMessage>, Vec<InputMessage>), OpenAiError> {
+    let (history, mut new) = match request.approvals.is_empty() {
+        true => split_trailing(input)?,
+        false => split_input(input.clone()).unwrap_or((input, Vec::new())),
+    };
+    new.extend(request.approvals.iter().map(Approval::to_input));
+    Ok((history, new))
 }
 
 fn split_trailing(
@@ -228,7 +244,19 @@ pub async fn create_response(
             },
         )
         .await
-        .map_err(|e| input_fault(e, "input", &request.input_items, offset))?;
+        .map_err(|e| {
+            // The engine's messages are the input's, then the approval responses.
+            let origins: Vec<usize> = request
+                .input_items
+                .iter()
+                .copied()
+                .chain(request.approvals.iter().map(|a| a.item))
+                .collect();
+            named_for_approvals(
+                input_fault(e, "input", &origins, offset),
+                &request.approvals,
+            )
+        })?;
     if started.is_replay() {
         // The same request with the same key, admitted in this conversation meanwhile.
         let turn = started.turn;

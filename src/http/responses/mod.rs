@@ -3,6 +3,7 @@
 //! it attaches to a turn (the request's model string, `background`, `metadata`, and how
 //! the response continued a conversation).
 
+pub mod approvals;
 pub mod chat;
 pub mod chat_messages;
 pub mod chat_parse;

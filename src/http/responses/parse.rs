@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value};
 
+use super::approvals::{Approval, parse_response_item};
 use super::error::OpenAiError;
 use super::ids::{parse_conversation_id, parse_response_id};
 use crate::model::{
@@ -26,6 +27,8 @@ pub struct CreateRequest {
     pub input: Vec<HistoryMessage>,
     /// The input item each message of `input` came from.
     pub input_items: Vec<usize>,
+    /// Answers to approval requests (`mcp_approval_response` items).
+    pub approvals: Vec<Approval>,
     pub tools: Option<Vec<ToolSpec>>,
     pub metadata: Map<String, Value>,
     pub previous_response: Option<(String, TurnId)>,
@@ -191,13 +194,15 @@ pub fn parse_create(body: &Map<String, Value>) -> Result<CreateRequest, OpenAiEr
             parse_conversation_id(id).ok_or_else(|| conversation_not_found(id))?,
         )),
     };
-    let (input, input_items) = parse_input_items(body.get("input"))?;
+    let mut approvals = Vec::new();
+    let (input, input_items) = parse_items(body.get("input"), Some(&mut approvals))?;
     Ok(CreateRequest {
         model: model.to_owned(),
         agent,
         version,
         input,
         input_items,
+        approvals,
         tools: parse_tools(body.get("tools"))?,
         metadata: parse_metadata(body.get("metadata"))?,
         previous_response,
@@ -284,6 +289,16 @@ fn parse_tools(value: Option<&Value>) -> Result<Option<Vec<ToolSpec>>, OpenAiErr
 /// message can name the item.
 pub fn parse_input_items(
     value: Option<&Value>,
+) -> Result<(Vec<HistoryMessage>, Vec<usize>), OpenAiError> {
+    parse_items(value, None)
+}
+
+/// [`parse_input_items`], with `mcp_approval_response` items collected in `approvals`
+/// where a request may answer approval requests (a response's input; the items of a
+/// conversation are messages only).
+fn parse_items(
+    value: Option<&Value>,
+    mut approvals: Option<&mut Vec<Approval>>,
 ) -> Result<(Vec<HistoryMessage>, Vec<usize>), OpenAiError> {
     let items = match value {
         None | Some(Value::Null) => return Err(OpenAiError::invalid("input", "is required")),
@@ -375,21 +390,28 @@ pub fn parse_input_items(
                 });
             }
             "reasoning" => {}
+            "mcp_approval_response" if approvals.is_some() => {
+                let approval = parse_response_item(item, i, &at)?;
+                if let Some(approvals) = approvals.as_deref_mut() {
+                    approvals.push(approval);
+                }
+            }
             other => {
                 return Err(OpenAiError::invalid(
                     format!("{at}.type"),
                     format!(
-                        "`{other}` is not supported: items are messages, function_call and \
-                         function_call_output (reasoning items are ignored)"
+                        "`{other}` is not supported: items are messages, function_call, \
+                         function_call_output and (in a response's input) \
+                         mcp_approval_response (reasoning items are ignored)"
                     ),
                 ));
             }
         }
     }
-    if messages.is_empty() {
+    if messages.is_empty() && approvals.is_none_or(|a| a.is_empty()) {
         return Err(OpenAiError::invalid(
             "input",
-            "must bring at least one message",
+            "must bring at least one message (or approval response)",
         ));
     }
     origins.resize(messages.len(), items.len() - 1);

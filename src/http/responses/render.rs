@@ -6,12 +6,14 @@
 //! then one number per event rendered. Thinking becomes a `reasoning` item (its text as
 //! `reasoning_text` content), text a `message` item, a client tool's call a
 //! `function_call` item; server tools' calls and results run inside the turn and are not
-//! output items.
+//! output items, but for a server tool's call still waiting for the client's permission
+//! when the turn stops: an `mcp_approval_request` item.
 
 use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+use super::approvals::request_item;
 use super::ids::item_id;
 use crate::model::{Event, EventData, StopReason, TurnError, TurnId, TurnStatus, Usage};
 
@@ -65,6 +67,9 @@ pub struct Renderer {
     usage: Option<Usage>,
     completed_at: Option<i64>,
     ended: bool,
+    /// Server tools' calls with no result yet: when the turn stops on them, they wait for
+    /// the client's permission.
+    waiting: Vec<(String, String, Map<String, Value>)>,
 }
 
 impl Renderer {
@@ -85,6 +90,7 @@ impl Renderer {
             usage: None,
             completed_at: None,
             ended: false,
+            waiting: Vec::new(),
         }
     }
 
@@ -139,6 +145,16 @@ impl Renderer {
                 self.close_item(&mut out, "completed");
                 self.function_call(&mut out, tool_call_id, name, input);
             }
+            EventData::ToolCall {
+                tool_call_id,
+                name,
+                input,
+            } => self
+                .waiting
+                .push((tool_call_id.clone(), name.clone(), input.clone())),
+            EventData::ToolResult { tool_call_id, .. } => {
+                self.waiting.retain(|(id, _, _)| id != tool_call_id);
+            }
             EventData::MessageStop {} => self.close_item(&mut out, "completed"),
             EventData::TurnStop {
                 stop_reason,
@@ -151,6 +167,9 @@ impl Renderer {
                     "completed"
                 };
                 self.close_item(&mut out, item_status);
+                if *stop_reason == StopReason::ToolUse && error.is_none() {
+                    self.approval_requests(&mut out);
+                }
                 self.stop(
                     *stop_reason,
                     error.as_ref(),
@@ -342,6 +361,26 @@ impl Renderer {
             "response.output_item.done",
             json!({"output_index": index, "item": item}),
         );
+    }
+
+    /// One `mcp_approval_request` item per call waiting for permission, added and done at
+    /// once (the item has no status and nothing streams into it).
+    fn approval_requests(&mut self, out: &mut Vec<Rendered>) {
+        for (call_id, name, input) in std::mem::take(&mut self.waiting) {
+            let index = self.output.len();
+            let item = request_item(&call_id, &name, &input);
+            self.output.push(item.clone());
+            self.emit(
+                out,
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
+            );
+            self.emit(
+                out,
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            );
+        }
     }
 
     /// The Response object as it stands.
