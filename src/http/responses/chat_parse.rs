@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::chat_messages::parse_messages;
 use super::error::OpenAiError;
-use super::parse::{parse_metadata, parse_model};
+use super::parse::{parse_function_tools, parse_metadata, parse_model};
 use crate::model::{HistoryMessage, ToolSpec};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -164,71 +164,31 @@ pub fn parse_chat(body: &Map<String, Value>) -> Result<ChatRequest, OpenAiError>
 
 /// `tools: [{"type": "function", "function": {name, description?, parameters?, strict?}}]`.
 fn parse_tools(value: Option<&Value>) -> Result<Option<Vec<ToolSpec>>, OpenAiError> {
-    let tools = match value {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Array(tools)) => tools,
-        Some(_) => return Err(OpenAiError::invalid("tools", "must be an array")),
+    parse_function_tools(value, nested_fields)
+}
+
+/// A chat tool's fields are under `function`, whose name must not be empty.
+fn nested_fields(
+    tool: &Map<String, Value>,
+    at: String,
+) -> Result<(&Map<String, Value>, String, String), OpenAiError> {
+    let Some(function) = tool.get("function").and_then(Value::as_object) else {
+        return Err(OpenAiError::invalid(
+            format!("{at}.function"),
+            "is required (an object)",
+        ));
     };
-    let mut specs = Vec::with_capacity(tools.len());
-    for (i, tool) in tools.iter().enumerate() {
-        let at = format!("tools[{i}]");
-        let Some(tool) = tool.as_object() else {
-            return Err(OpenAiError::invalid(at, "must be an object"));
-        };
-        match tool.get("type").and_then(Value::as_str) {
-            Some("function") => {}
-            Some(other) => {
-                return Err(OpenAiError::invalid(
-                    format!("{at}.type"),
-                    format!("`{other}`: only function tools are supported (they are client tools)"),
-                ));
-            }
-            None => return Err(OpenAiError::invalid(format!("{at}.type"), "is required")),
-        }
-        let Some(function) = tool.get("function").and_then(Value::as_object) else {
+    let at = format!("{at}.function");
+    let name = match function.get("name") {
+        Some(Value::String(name)) if !name.is_empty() => name.clone(),
+        _ => {
             return Err(OpenAiError::invalid(
-                format!("{at}.function"),
-                "is required (an object)",
+                format!("{at}.name"),
+                "is required (a non-empty string)",
             ));
-        };
-        let at = format!("{at}.function");
-        let name = match function.get("name") {
-            Some(Value::String(name)) if !name.is_empty() => name.clone(),
-            _ => {
-                return Err(OpenAiError::invalid(
-                    format!("{at}.name"),
-                    "is required (a non-empty string)",
-                ));
-            }
-        };
-        let description = match function.get("description") {
-            None | Some(Value::Null) => String::new(),
-            Some(Value::String(s)) => s.clone(),
-            Some(_) => {
-                return Err(OpenAiError::invalid(
-                    format!("{at}.description"),
-                    "must be a string",
-                ));
-            }
-        };
-        let parameters = match function.get("parameters") {
-            None | Some(Value::Null) => serde_json::json!({"type": "object", "properties": {}}),
-            Some(p @ Value::Object(_)) => p.clone(),
-            Some(_) => {
-                return Err(OpenAiError::invalid(
-                    format!("{at}.parameters"),
-                    "must be an object",
-                ));
-            }
-        };
-        specs.push(ToolSpec {
-            name,
-            title: None,
-            description,
-            parameters,
-        });
-    }
-    Ok(Some(specs))
+        }
+    };
+    Ok((function, at, name))
 }
 
 #[cfg(test)]

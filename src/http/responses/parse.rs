@@ -225,6 +225,32 @@ pub fn conversation_not_found(id: &str) -> OpenAiError {
 }
 
 fn parse_tools(value: Option<&Value>) -> Result<Option<Vec<ToolSpec>>, OpenAiError> {
+    parse_function_tools(value, flat_fields)
+}
+
+/// Where a function tool's fields are, given the tool and the path naming it: the fields'
+/// object, the path naming them, and the tool's name.
+pub type ToolFields =
+    fn(&Map<String, Value>, String) -> Result<(&Map<String, Value>, String, String), OpenAiError>;
+
+/// Responses tools are flat: `{"type": "function", name, description?, parameters?}`.
+fn flat_fields(
+    tool: &Map<String, Value>,
+    at: String,
+) -> Result<(&Map<String, Value>, String, String), OpenAiError> {
+    let name = tool
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| OpenAiError::invalid(format!("{at}.name"), "is required"))?;
+    Ok((tool, at, name.to_owned()))
+}
+
+/// `tools` of function tools only (they become client tools); `fields` finds each one's
+/// name, description and parameters (flat here, under `function` in Chat Completions).
+pub fn parse_function_tools(
+    value: Option<&Value>,
+    fields: ToolFields,
+) -> Result<Option<Vec<ToolSpec>>, OpenAiError> {
     let tools = match value {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Array(tools)) => tools,
@@ -246,10 +272,7 @@ fn parse_tools(value: Option<&Value>) -> Result<Option<Vec<ToolSpec>>, OpenAiErr
             }
             None => return Err(OpenAiError::invalid(format!("{at}.type"), "is required")),
         }
-        let name = tool
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| OpenAiError::invalid(format!("{at}.name"), "is required"))?;
+        let (tool, at, name) = fields(tool, at)?;
         let description = match tool.get("description") {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
@@ -271,7 +294,7 @@ fn parse_tools(value: Option<&Value>) -> Result<Option<Vec<ToolSpec>>, OpenAiErr
             }
         };
         specs.push(ToolSpec {
-            name: name.to_owned(),
+            name,
             title: None,
             description,
             parameters,
