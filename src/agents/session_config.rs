@@ -210,6 +210,8 @@ impl Agent {
                 violation.message,
                 self.name()
             ),
+            unsupported_type: violation.unsupported_type,
+            detail: violation.message,
         })
     }
 
@@ -225,17 +227,20 @@ impl Agent {
             if let Some(source) = block.image_source()
                 && !self.accepts_image(source)
             {
+                let reason = format!(
+                    "agent `{}` does not accept {} images",
+                    self.name(),
+                    match source {
+                        ImageSource::Https => "https://",
+                        ImageSource::Data => "data:",
+                    }
+                );
                 return Some(BodyFault {
                     part: Some(j),
                     suffix: ".url",
-                    reason: format!(
-                        "agent `{}` does not accept {} images",
-                        self.name(),
-                        match source {
-                            ImageSource::Https => "https://",
-                            ImageSource::Data => "data:",
-                        }
-                    ),
+                    detail: reason.clone(),
+                    reason,
+                    unsupported_type: false,
                 });
             }
         }
@@ -244,12 +249,16 @@ impl Agent {
 }
 
 /// What an agent refuses in a message body: the block at fault (when one is), what follows
-/// it in a field path (`.url`), and why.
+/// it in a field path (`.url`), and why: `reason` names the agent, `detail` is the fault
+/// alone (for faces whose error already names what was refused).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BodyFault {
     pub part: Option<usize>,
     pub suffix: &'static str,
     pub reason: String,
+    pub detail: String,
+    /// The block's content type is one the agent's input schema takes nowhere.
+    pub unsupported_type: bool,
 }
 
 impl BodyFault {

@@ -118,15 +118,17 @@ impl Engine {
             .agent_of(&session)
             .await?
             .ok_or(EngineError::AgentUnavailable)?;
+        // The input schema first: a part of a type the agent takes nowhere is that, before
+        // it is an image the agent cannot read.
         for (i, message) in request.messages.iter().enumerate() {
-            if let InputMessage::User { content } | InputMessage::ToolResult { content, .. } =
-                message
-                && let Some(fault) = agent.content_fault(content)
+            if let InputMessage::User { content } = message
+                && let Some(fault) = agent.input_body_fault(content)
             {
                 return Err(EngineError::InvalidInput(InputError::of_body(i, fault)));
             }
-            if let InputMessage::User { content } = message
-                && let Some(fault) = agent.input_body_fault(content)
+            if let InputMessage::User { content } | InputMessage::ToolResult { content, .. } =
+                message
+                && let Some(fault) = agent.content_fault(content)
             {
                 return Err(EngineError::InvalidInput(InputError::of_body(i, fault)));
             }

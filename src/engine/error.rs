@@ -60,6 +60,17 @@ pub enum EngineError {
     UnexpectedPart { part: usize },
 }
 
+impl EngineError {
+    /// Whether what was asked for does not exist (for this tenant), whichever layer found
+    /// it missing: faces answer it with their own not-found shape.
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            EngineError::NotFound(_) | EngineError::Store(StoreError::NotFound)
+        )
+    }
+}
+
 /// A store's `NotFound` as the engine names it (`what` was not found); any other error as is.
 pub(super) fn not_found(error: StoreError, what: &'static str) -> EngineError {
     match error {
@@ -70,13 +81,17 @@ pub(super) fn not_found(error: StoreError, what: &'static str) -> EngineError {
 
 /// Which message of a turn request (its index among the request's messages) and which part
 /// of its content (a block's index) the engine refused, and why. `field` is the same place
-/// as a path (`messages[0].content[2].url`), for faces that name fields so.
+/// as a path (`messages[0].content[2].url`), for faces that name fields so. `reason` says
+/// why with the agent's name; `detail` says it alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputError {
     pub message: usize,
     pub part: Option<usize>,
     pub field: String,
     pub reason: String,
+    pub detail: String,
+    /// The part's content type is one the agent's input schema takes nowhere.
+    pub unsupported_type: bool,
 }
 
 impl InputError {
@@ -88,6 +103,8 @@ impl InputError {
             part: fault.part,
             field,
             reason: fault.reason,
+            detail: fault.detail,
+            unsupported_type: fault.unsupported_type,
         }
     }
 }

@@ -57,6 +57,8 @@ async fn store_content(
                         part: Some(j),
                         field: format!("messages[{message}].content[{j}].content"),
                         reason: "is not valid base64 (content_encoding is base64)".into(),
+                        detail: "is not valid base64 (content_encoding is base64)".into(),
+                        unsupported_type: false,
                     })
                 })?,
         };

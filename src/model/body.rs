@@ -203,6 +203,8 @@ pub struct SchemaViolation {
     /// The index of the offending part in the body, when one part is at fault.
     pub part: Option<usize>,
     pub message: String,
+    /// The offending part's content type is one no schema part takes, whatever its name.
+    pub unsupported_type: bool,
 }
 
 impl BodySchema {
@@ -223,12 +225,14 @@ impl BodySchema {
                     Some(name) => format!("part `{name}`"),
                     None => "an unnamed part".to_owned(),
                 };
+                let media = media_type(&part.content_type);
                 return Err(SchemaViolation {
                     part: Some(index),
                     message: format!(
                         "{which} of type `{}` matches no part of the agent's schema",
                         part.content_type
                     ),
+                    unsupported_type: !self.parts.iter().any(|s| s.content_type.is_match(media)),
                 });
             }
         }
@@ -240,6 +244,7 @@ impl BodySchema {
             return Err(SchemaViolation {
                 part: None,
                 message: format!("the body lacks {}, which is required", missing.describe()),
+                unsupported_type: false,
             });
         }
         Ok(())
@@ -254,11 +259,13 @@ pub fn check_names(body: &[Part]) -> Result<(), SchemaViolation> {
             check_part_name(name).map_err(|why| SchemaViolation {
                 part: Some(index),
                 message: format!("part name `{name}`: {why}"),
+                unsupported_type: false,
             })?;
             if !seen.insert(name.as_str()) {
                 return Err(SchemaViolation {
                     part: Some(index),
                     message: format!("part name `{name}` appears twice in one message"),
+                    unsupported_type: false,
                 });
             }
         }

@@ -227,24 +227,19 @@ impl Store {
         after: Option<i64>,
         limit: u32,
     ) -> Result<(Vec<AgentVersion>, bool), StoreError> {
-        let rows: Vec<VersionRow> = with_db!(self, |pool| {
-            sqlx::query_as(
-                "SELECT v.version, v.spec, v.created_by, v.created_at \
-                 FROM tenant_agent_versions v JOIN tenant_agents a ON a.id = v.agent_id \
-                 WHERE a.tenant_id = $1 AND v.agent_id = $2 AND ($3 IS NULL OR v.version < $3) \
-                 ORDER BY v.version DESC LIMIT $4",
-            )
-            .bind(tenant)
-            .bind(agent)
-            .bind(after)
-            .bind(i64::from(limit) + 1)
-            .fetch_all(pool)
-            .await
-        })?;
-        let more = rows.len() > limit as usize;
+        let keyset = Keyset {
+            columns: "v.version, v.spec, v.created_by, v.created_at",
+            table: "tenant_agent_versions v JOIN tenant_agents a ON a.id = v.agent_id",
+            scope: &[
+                ("a.tenant_id", tenant.to_uuid()),
+                ("v.agent_id", agent.to_uuid()),
+            ],
+            key: "v.version",
+        };
+        let (rows, more): (Vec<VersionRow>, bool) =
+            self.keyset_page(keyset, Page { after, limit }).await?;
         let versions = rows
             .into_iter()
-            .take(limit as usize)
             .map(AgentVersion::try_from)
             .collect::<Result<_, _>>()?;
         Ok((versions, more))

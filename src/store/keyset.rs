@@ -1,7 +1,9 @@
-//! Keyset pages of a table, newest first: every list of the API that pages by an id cursor
-//! (sessions, turns, tenants, agents, schedules and their occurrences, webhook endpoints
-//! and deliveries) reads through [`Store::keyset_page`], so the cursor, the order and the
-//! look-ahead row that says whether another page follows are written once.
+//! Keyset pages of a table, newest first: every list of the API that pages by one key
+//! column (sessions, turns, tenants, agents and their versions, schedules and their
+//! occurrences, webhook endpoints and deliveries) reads through [`Store::keyset_page`], so
+//! the cursor, the order and the look-ahead row that says whether another page follows are
+//! written once. The run list (`run_list.rs`) is the one list ordered by two columns (the
+//! time a run's status changed, then its id) and counted in all; it keeps its own statement.
 
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
@@ -9,15 +11,16 @@ use uuid::Uuid;
 
 use super::{Store, StoreError, with_db};
 
-/// Keyset pagination: a page of items and whether more follow.
+/// Keyset pagination: a page of items and whether more follow. The key is a time-ordered
+/// UUID, or another column that orders the rows newest first (a version number).
 #[derive(Debug, Clone, Copy)]
-pub struct Page {
-    /// Only items strictly after (older than) the item with this UUID.
-    pub after: Option<Uuid>,
+pub struct Page<K = Uuid> {
+    /// Only items strictly after (older than) the item with this key.
+    pub after: Option<K>,
     pub limit: u32,
 }
 
-impl Page {
+impl<K> Page<K> {
     /// The `LIMIT` to ask for: one more than the page, to learn whether another follows.
     fn fetch_limit(&self) -> i64 {
         i64::from(self.limit) + 1
@@ -25,15 +28,15 @@ impl Page {
 }
 
 /// Splits a fetched `limit + 1` rows into the page and whether there is a next one.
-fn finish_page<T>(mut rows: Vec<T>, page: Page) -> (Vec<T>, bool) {
+fn finish_page<T, K>(mut rows: Vec<T>, page: Page<K>) -> (Vec<T>, bool) {
     let more = rows.len() > page.limit as usize;
     rows.truncate(page.limit as usize);
     (rows, more)
 }
 
 /// Which rows a keyset page reads: `columns` of `table` whose `scope` columns hold their
-/// values (the tenant first, as every statement filters on it), ordered by `key`, a
-/// time-ordered UUID, newest first.
+/// values (the tenant first, as every statement filters on it), ordered by `key` (the page's
+/// key), newest first. `table` may join: a scope column may be another table's.
 pub(super) struct Keyset<'a> {
     pub columns: &'a str,
     pub table: &'a str,
@@ -60,14 +63,17 @@ impl Keyset<'_> {
 
 impl Store {
     /// One page of `keyset`'s rows after `page`'s cursor, and whether more follow.
-    pub(super) async fn keyset_page<R>(
+    pub(super) async fn keyset_page<R, K>(
         &self,
         keyset: Keyset<'_>,
-        page: Page,
+        page: Page<K>,
     ) -> Result<(Vec<R>, bool), StoreError>
     where
         R: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow>,
         R: Send + Unpin,
+        K: Copy + Send + 'static,
+        K: for<'q> sqlx::Encode<'q, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+        K: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
     {
         let sql = keyset.sql();
         let rows: Vec<R> = with_db!(self, |pool| {
@@ -116,7 +122,7 @@ mod tests {
 
     #[test]
     fn a_page_holds_its_limit_and_says_whether_more_follow() {
-        let page = Page {
+        let page: Page = Page {
             after: None,
             limit: 2,
         };

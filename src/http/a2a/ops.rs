@@ -169,7 +169,6 @@ impl Call {
                 ),
                 (other, _) => other.into(),
             })?;
-        parse::check_schema(&self.agent, &message.parts)?;
         let content = parse::user_content(message.parts.clone());
         let request = self.turn_request(&message, vec![InputMessage::User { content }]);
         let started = engine.start_run(&self.tenant, &session.id, request).await;
@@ -384,12 +383,21 @@ fn input_error(error: EngineError, message: &InMessage) -> A2aError {
             "message.messageId",
             "this context already has another message with this id",
         ),
+        // A part whose content type the agent takes nowhere is ContentTypeNotSupported, any
+        // other misfit invalid params; both name the part.
         EngineError::InvalidInput(input) => {
             let at = input
                 .part
                 .and_then(|j| message.parts.get(j))
-                .map_or("message".to_owned(), |(at, _)| at.clone());
-            A2aError::invalid(at, input.reason)
+                .map_or("message.parts".to_owned(), |(at, _)| at.clone());
+            if input.unsupported_type {
+                return A2aError::Protocol {
+                    kind: Kind::ContentTypeNotSupported,
+                    message: format!("{at}: {}", input.detail),
+                    field: Some(at),
+                };
+            }
+            A2aError::invalid(at, input.detail)
         }
         EngineError::Invalid(field) => A2aError::invalid("message", field.message),
         other => other.into(),

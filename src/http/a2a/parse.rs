@@ -6,9 +6,8 @@
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use super::error::{A2aError, Kind};
+use super::error::A2aError;
 use super::version::Version;
-use crate::agents::Agent;
 use crate::engine::{InputMessage, ResumePart};
 use crate::model::{Content, ContentEncoding, Part};
 
@@ -274,30 +273,6 @@ fn url_field(value: &Value, at: &str) -> Result<String, A2aError> {
         }
         _ => Err(A2aError::invalid(at, "must be an http(s) URL")),
     }
-}
-
-/// The message's parts checked against the agent's input schema: a part whose content
-/// type no schema part takes is ContentTypeNotSupported, any other misfit invalid params;
-/// both name the part.
-pub fn check_schema(agent: &Agent, parts: &[(String, Part)]) -> Result<(), A2aError> {
-    let body: Vec<Part> = parts.iter().map(|(_, p)| p.clone()).collect();
-    let Err(violation) = agent.input_schema().check(&body) else {
-        return Ok(());
-    };
-    let Some(index) = violation.part else {
-        return Err(A2aError::invalid("message.parts", violation.message));
-    };
-    let (at, part) = &parts[index];
-    let media = crate::model::media_type(&part.content_type);
-    let schema = agent.input_schema();
-    if !schema.parts.iter().any(|s| s.content_type.is_match(media)) {
-        return Err(A2aError::Protocol {
-            kind: Kind::ContentTypeNotSupported,
-            message: format!("{at}: {}", violation.message),
-            field: Some(at.clone()),
-        });
-    }
-    Err(A2aError::invalid(at.clone(), violation.message))
 }
 
 /// The user message's content.

@@ -153,9 +153,7 @@ pub trait OrAcpNotFound<T> {
 impl<T> OrAcpNotFound<T> for Result<T, EngineError> {
     fn or_acp_not_found(self, what: &str) -> Result<T, AcpError> {
         self.map_err(|e| match e {
-            EngineError::Store(StoreError::NotFound) | EngineError::NotFound(_) => {
-                AcpError::not_found(what)
-            }
+            e if e.is_not_found() => AcpError::not_found(what),
             other => other.into(),
         })
     }

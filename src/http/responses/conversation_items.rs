@@ -131,9 +131,7 @@ pub async fn create_items(
         .append_history(&tenant, &session.id, messages.clone())
         .await
         .map_err(|e| match e {
-            EngineError::Store(StoreError::NotFound) | EngineError::NotFound(_) => {
-                conversation_not_found(&path)
-            }
+            e if e.is_not_found() => conversation_not_found(&path),
             EngineError::SessionBusy => OpenAiError::from(EngineError::SessionBusy),
             awaiting @ EngineError::AwaitingInput { .. } => OpenAiError::new(
                 StatusCode::CONFLICT,

@@ -40,9 +40,7 @@ pub(super) async fn load(
 ) -> Result<Session, OpenAiError> {
     let session = parse_conversation_id(id).ok_or_else(|| conversation_not_found(id))?;
     match state.engine().get_session(tenant, &session).await {
-        Err(EngineError::Store(StoreError::NotFound)) | Err(EngineError::NotFound(_)) => {
-            Err(conversation_not_found(id))
-        }
+        Err(e) if e.is_not_found() => Err(conversation_not_found(id)),
         other => Ok(other?),
     }
 }
@@ -257,9 +255,7 @@ pub async fn delete_conversation(
     let tenant = auth?.tenant_id;
     let session = load(&state, &tenant, &path).await?;
     match state.engine().delete_session(&tenant, &session.id).await {
-        Err(EngineError::Store(StoreError::NotFound)) | Err(EngineError::NotFound(_)) => {
-            return Err(conversation_not_found(&path));
-        }
+        Err(e) if e.is_not_found() => return Err(conversation_not_found(&path)),
         other => other?,
     }
     Ok(HttpResponse::Ok().json(json!({

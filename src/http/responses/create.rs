@@ -179,9 +179,7 @@ async fn get_session(
     missing: impl FnOnce() -> OpenAiError,
 ) -> Result<Session, OpenAiError> {
     match state.engine().get_session(tenant, session).await {
-        Err(EngineError::Store(StoreError::NotFound)) | Err(EngineError::NotFound(_)) => {
-            Err(missing())
-        }
+        Err(e) if e.is_not_found() => Err(missing()),
         other => Ok(other?),
     }
 }

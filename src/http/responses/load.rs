@@ -36,7 +36,7 @@ pub async fn load(state: &AppState, tenant: &TenantId, id: &str) -> Result<Loade
         .await?
         .ok_or_else(|| response_not_found(id))?;
     let session = match state.engine().get_session(tenant, &turn.session_id).await {
-        Err(EngineError::Store(StoreError::NotFound)) => return Err(response_not_found(id)),
+        Err(e) if e.is_not_found() => return Err(response_not_found(id)),
         other => other?,
     };
     let labels = ResponseLabels::from_map(state.engine().turn_labels(tenant, &turn.id).await?);
