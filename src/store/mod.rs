@@ -346,6 +346,8 @@ impl Store {
             // Writes queue for the one writer: they may wait as long as a lock (the busy
             // timeout) before the call is bounded.
             let write = SqlitePoolOptions::new()
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(1)
                 .acquire_timeout(
                     timeout.max(Duration::from_millis(settings.sqlite_busy_timeout_ms)),
@@ -354,6 +356,8 @@ impl Store {
                 .connect_with(options.clone())
                 .await?;
             let read = SqlitePoolOptions::new()
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(settings.max_connections)
                 .acquire_timeout(timeout)
                 .connect_with(options.read_only(true))
@@ -362,6 +366,8 @@ impl Store {
         } else {
             let options = PgConnectOptions::from_str(url)?;
             let pool = PgPoolOptions::new()
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
                 .max_connections(settings.max_connections)
                 .acquire_timeout(timeout)
                 .after_release(|conn, _| Box::pin(async move { Ok(keep_after_release(conn)) }))
@@ -475,6 +481,23 @@ impl Store {
 
 /// Whether a connection goes back to its pool: not one a failed commit or rollback left
 /// inside a transaction (what it would run next would never be committed).
+/// How long a pooled connection may stay idle and still be handed out untested.
+const TRUST_IDLE: Duration = Duration::from_secs(1);
+
+/// Tests a connection before it is handed out only if it sat idle for a while (a server
+/// restarted since, a network dropped it): a connection in steady use is not pinged, which
+/// would cost a round trip (a hop to SQLite's worker thread, a message to PostgreSQL) per
+/// acquisition, as many as the statements of a turn's admission.
+async fn ping_if_idle<C: sqlx::Connection>(
+    conn: &mut C,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> Result<bool, sqlx::Error> {
+    if meta.idle_for >= TRUST_IDLE {
+        conn.ping().await?;
+    }
+    Ok(true)
+}
+
 fn keep_after_release<C: sqlx::Connection>(conn: &mut C) -> bool {
     let keep = !conn.is_in_transaction();
     if !keep {

@@ -20,7 +20,7 @@ use super::faults::input_fault;
 use super::input_items::{items_from, page, parse_list_query};
 use super::parse::{parse_input_items, parse_object};
 use crate::app::AppState;
-use crate::engine::{EngineError, StoreError};
+use crate::engine::EngineError;
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
 

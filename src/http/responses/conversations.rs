@@ -20,7 +20,6 @@ use super::input_items::items_from;
 use super::parse::{parse_input_items, parse_metadata, parse_model, parse_object};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::engine::{EngineError, StoreError};
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
 use crate::model::{HistoryMessage, HistoryType, Session, TenantId};

@@ -22,10 +22,7 @@ use super::render::Renderer;
 use super::stream;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::engine::{
-    Deltas, EngineError, Follow, InputMessage, Page, StoreError, TurnRequest, scoped_key,
-    split_input,
-};
+use crate::engine::{Deltas, Follow, InputMessage, Page, TurnRequest, scoped_key, split_input};
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
 use crate::model::{HistoryMessage, Session, StreamMode, TenantId, Turn};

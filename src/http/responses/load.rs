@@ -10,7 +10,7 @@ use super::ids::{parse_response_id, response_id};
 use super::labels::ResponseLabels;
 use super::render::{Identity, Renderer, function_tools};
 use crate::app::AppState;
-use crate::engine::{Deltas, EngineError, StoreError};
+use crate::engine::Deltas;
 use crate::model::{Session, TenantId, ToolSpec, Turn};
 
 /// How many events one read of the log brings.
