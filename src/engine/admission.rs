@@ -11,7 +11,7 @@ use super::histories::Snapshot;
 use super::input::{InputMessage, check_input};
 use super::request::{Permission, RunPart, StartedTurn, TurnRequest};
 use super::runner::Engine;
-use super::scheduler::{Permits, check_tenant_queue};
+use super::scheduler::{Permits, check_tenant_queue, concurrent_quota};
 use crate::model::{
     HistoryMessage, Quota, Run, RunStatus, SessionId, TenantId, Turn, TurnId, TurnStatus, Usage,
     json_len,
@@ -287,6 +287,10 @@ impl Engine {
                 tenant,
                 token_estimate(&agent, &input).saturating_add(history_bytes.div_ceil(4)),
             ),
+            // Holding this process's slots, the turn claims its tenant's slot over every
+            // process in the same transaction (PostgreSQL), instead of one of its own later.
+            start_within: matches!(start, Start::Here(Some(_)))
+                .then(|| concurrent_quota(self.quotas.of(tenant))),
         };
         let inserted = self
             .store
@@ -303,40 +307,43 @@ impl Engine {
                 limits,
             )
             .await;
-        if let Err(error) = inserted {
-            if let Start::Here(None) = start {
-                let depth = self.scheduler.release_queue_slot(tenant);
-                self.metrics.set_turn_queue_depth(depth);
-            }
-            return match error {
-                StoreError::Refused(Refusal::QueuedTurns(waiting)) => {
-                    check_tenant_queue(self.quotas.of(tenant), waiting)?;
-                    Err(EngineError::QueueFull)
+        let claimed = match inserted {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                if let Start::Here(None) = start {
+                    let depth = self.scheduler.release_queue_slot(tenant);
+                    self.metrics.set_turn_queue_depth(depth);
                 }
-                StoreError::Refused(Refusal::Tokens { used, .. }) => {
-                    Err(self.quotas.tokens_refusal(tenant, used))
-                }
-                // Two requests with one key at the same moment: whichever index refused the
-                // second, it is a retry of the first, which is committed by now.
-                StoreError::Conflict(_) if request.idempotency_key.is_some() => {
-                    let key = request.idempotency_key.as_deref().unwrap_or_default();
-                    match self.earlier_turn(tenant, session_id, key, request).await? {
-                        Some(earlier) => Ok(StartedTurn::replay(earlier)),
-                        None => Err(EngineError::SessionBusy),
+                return match error {
+                    StoreError::Refused(Refusal::QueuedTurns(waiting)) => {
+                        check_tenant_queue(self.quotas.of(tenant), waiting)?;
+                        Err(EngineError::QueueFull)
                     }
-                }
-                StoreError::RunNotAwaiting => {
-                    let status = match &run_id {
-                        Some(id) => self.store.get_run_status(tenant, id).await?,
-                        None => RunStatus::Completed,
-                    };
-                    Err(EngineError::RunNotAwaiting(status))
-                }
-                StoreError::Conflict(_) => Err(EngineError::SessionBusy),
-                StoreError::NotFound => Err(EngineError::NotFound("session")),
-                other => Err(other.into()),
-            };
-        }
+                    StoreError::Refused(Refusal::Tokens { used, .. }) => {
+                        Err(self.quotas.tokens_refusal(tenant, used))
+                    }
+                    // Two requests with one key at the same moment: whichever index refused the
+                    // second, it is a retry of the first, which is committed by now.
+                    StoreError::Conflict(_) if request.idempotency_key.is_some() => {
+                        let key = request.idempotency_key.as_deref().unwrap_or_default();
+                        match self.earlier_turn(tenant, session_id, key, request).await? {
+                            Some(earlier) => Ok(StartedTurn::replay(earlier)),
+                            None => Err(EngineError::SessionBusy),
+                        }
+                    }
+                    StoreError::RunNotAwaiting => {
+                        let status = match &run_id {
+                            Some(id) => self.store.get_run_status(tenant, id).await?,
+                            None => RunStatus::Completed,
+                        };
+                        Err(EngineError::RunNotAwaiting(status))
+                    }
+                    StoreError::Conflict(_) => Err(EngineError::SessionBusy),
+                    StoreError::NotFound => Err(EngineError::NotFound("session")),
+                    other => Err(other.into()),
+                };
+            }
+        };
         crate::telemetry::record_session(session_id);
         crate::telemetry::record_turn(&turn.id);
         // Subscribed before the turn can write anything: its follower needs no replay.
@@ -348,7 +355,14 @@ impl Engine {
         let live = match start {
             Start::Here(permits) => {
                 let control = self.scheduler.register(&turn);
-                self.spawn_turn(turn.clone(), session, permissions, permits, false, control);
+                self.spawn_turn(
+                    turn.clone(),
+                    session,
+                    permissions,
+                    permits,
+                    claimed,
+                    control,
+                );
                 Some(live)
             }
             Start::Anywhere => {

@@ -175,7 +175,7 @@ impl Engine {
             )
             .await;
         match inserted {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(StoreError::RunNotAwaiting) => {
                 let status = self.run_status(&run.tenant_id, &run.id).await?;
                 return Err(if status.is_terminal() {

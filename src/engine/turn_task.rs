@@ -21,7 +21,7 @@ use crate::store::SlotClaim;
 impl Engine {
     /// Runs a turn this process owns, its control registered, in the background: with
     /// `permits` it has its slot already, `claimed` it was started in the database already
-    /// (taken from the queue).
+    /// (taken from the queue, or its tenant's slot claimed by its admission).
     pub(super) fn spawn_turn(
         self: &Arc<Self>,
         turn: Turn,

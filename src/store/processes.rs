@@ -27,7 +27,12 @@ fn later_sql(db: &Db, param: u8) -> String {
 }
 
 /// Serializes the claims of one tenant's slots over every process.
-const TENANT_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7))";
+pub(super) const TENANT_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7))";
+
+/// Starts the queued turn $2 if its tenant $1 runs fewer than $3 turns (under [`TENANT_LOCK`]).
+pub(super) const START_WITHIN: &str = "UPDATE turns SET status = 'running' WHERE tenant_id = $1 \
+     AND id = $2 AND status = 'queued' AND (SELECT COUNT(*) FROM turns \
+     WHERE tenant_id = $1 AND status = 'running') < $3";
 
 #[derive(sqlx::FromRow)]
 struct ClaimedRow {
@@ -216,17 +221,13 @@ impl Store {
             .bind(tenant.to_uuid().to_string())
             .execute(&mut *tx)
             .await?;
-        let started = sqlx::query(
-            "UPDATE turns SET status = 'running' WHERE tenant_id = $1 AND id = $2 \
-             AND status = 'queued' AND (SELECT COUNT(*) FROM turns \
-             WHERE tenant_id = $1 AND status = 'running') < $3",
-        )
-        .bind(tenant)
-        .bind(turn)
-        .bind(limit)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let started = sqlx::query(START_WITHIN)
+            .bind(tenant)
+            .bind(turn)
+            .bind(limit)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         let claim = if started == 1 {
             SlotClaim::Started
         } else {

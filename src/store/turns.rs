@@ -105,6 +105,10 @@ pub struct AdmissionLimits {
     /// The tenant's turns waiting for any process must be fewer than this.
     pub queued_turns: Option<u64>,
     pub tokens: Option<TokenBudget>,
+    /// On PostgreSQL, start the turn at once (`running`) if its tenant runs fewer turns
+    /// than this over every process, claimed under the tenant's slot lock as
+    /// [`Store::start_turn_within`] claims it, in the admission's own transaction.
+    pub start_within: Option<usize>,
 }
 
 /// The tenant's daily token quota: the tokens its turns created since `since` reported, and
@@ -154,7 +158,7 @@ impl Store {
     /// when a resumed or cancelled run no longer awaits answers. `answers_calls`: the turn
     /// answers pending tool calls, which settles runs that awaited them. With `remembered`,
     /// nothing is written unless the session is still as remembered: `Stale` otherwise (a
-    /// session that is gone included).
+    /// session that is gone included). `true`: the turn was started too (`start_within`).
     #[allow(clippy::too_many_arguments)]
     pub async fn insert_turn(
         &self,
@@ -168,7 +172,7 @@ impl Store {
         answers_calls: bool,
         remembered: Option<Remembered>,
         limits: AdmissionLimits,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         debug_assert_eq!(run.run(), turn.run_id.as_ref());
         let insert = match remembered {
             None => INSERT_TURN,
@@ -249,6 +253,23 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
+            let started = match limits.start_within {
+                Some(limit) if postgres => {
+                    sqlx::query(super::processes::TENANT_LOCK)
+                        .bind(tenant.to_uuid().to_string())
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(super::processes::START_WITHIN)
+                        .bind(tenant)
+                        .bind(turn.id)
+                        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                        == 1
+                }
+                _ => false,
+            };
             admit_run!(tx, tenant, turn, run, answers_calls, after_turn);
             if let Some(session) = session_update {
                 sqlx::query(
@@ -276,7 +297,7 @@ impl Store {
                     .await?;
             }
             tx.commit().await?;
-            Ok(())
+            Ok(started)
         })
     }
 

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::acp::{acp_user, run};
-use crate::helpers::{TestDb, spawn_app_on, user};
+use crate::helpers::{TestDb, captured_logs, spawn_app_on, user};
 
 #[tokio::test]
 async fn a_tenant_over_its_share_of_the_queue_is_refused_while_others_still_queue() {
@@ -92,4 +92,81 @@ async fn two_identical_requests_racing_with_one_key_get_the_same_turn() {
         assert!(turn(&first).is_some());
         assert_eq!(turn(&first), turn(&second), "round {round}");
     }
+}
+
+/// A turn admitted while its tenant has a free slot is started by its admission: on
+/// PostgreSQL the claim of the tenant's slot over every process (its lock and the update
+/// to `running`) runs in the admission's own transaction, and the turn's task claims
+/// nothing more. On SQLite (one process) nothing is claimed at all.
+#[tokio::test]
+async fn a_turn_with_a_free_slot_is_started_by_its_admission_in_one_transaction() {
+    let db = Arc::new(TestDb::new().await);
+    let postgres = matches!(*db, TestDb::Postgres { .. });
+    let app = spawn_app_on(db, "").await;
+    let (_, token) = app.new_tenant().await;
+    let session = app
+        .create_session(&token, json!({"agent": {"name": "echo"}}))
+        .await;
+    let request_id = format!("admit-{}", uuid::Uuid::new_v4().simple());
+    let response = app
+        .client
+        .post(app.url(&format!("/sessions/{session}/turns")))
+        .bearer_auth(&token)
+        .header("X-Request-Id", &request_id)
+        .json(&json!({"stream": "none", "messages": [user("start me")]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["stopReason"], "end_turn", "{body}");
+    // The request's statements, and whether each ran in the turn's own task.
+    let statements: Vec<(bool, String)> = captured_logs()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["target"] == "sqlx::query")
+        .filter_map(|event| {
+            let spans = event["spans"].as_array()?;
+            spans
+                .iter()
+                .any(|span| span["client_request_id"] == request_id.as_str())
+                .then(|| {
+                    let in_turn = spans.iter().any(|span| span["name"] == "turn");
+                    let fields = &event["fields"];
+                    // A short statement is its summary; a longer one is in `db.statement`.
+                    let sql = format!(
+                        "{} {}",
+                        fields["summary"].as_str().unwrap_or_default(),
+                        fields["db.statement"].as_str().unwrap_or_default()
+                    );
+                    (in_turn, sql)
+                })
+        })
+        .collect();
+    assert!(
+        statements
+            .iter()
+            .any(|(_, sql)| sql.contains("INSERT INTO turns")),
+        "the request's statements were captured: {statements:?}"
+    );
+    let claims = |in_turn: bool| {
+        statements
+            .iter()
+            .filter(|(turn, sql)| {
+                *turn == in_turn
+                    && (sql.contains("hashtextextended($1::text, 7)")
+                        || sql.contains("SET status = 'running' WHERE tenant_id"))
+            })
+            .count()
+    };
+    assert_eq!(
+        claims(true),
+        0,
+        "the turn's task claimed a slot: {statements:?}"
+    );
+    assert_eq!(
+        claims(false),
+        if postgres { 2 } else { 0 },
+        "{statements:?}"
+    );
 }
