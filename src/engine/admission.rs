@@ -13,8 +13,7 @@ use super::request::{Permission, RunPart, StartedTurn, TurnRequest};
 use super::runner::Engine;
 use super::scheduler::{Permits, check_tenant_queue, concurrent_quota};
 use crate::model::{
-    HistoryMessage, Quota, Run, RunStatus, SessionId, TenantId, Turn, TurnId, TurnStatus, Usage,
-    json_len,
+    HistoryMessage, Quota, Run, RunStatus, SessionId, TenantId, Turn, TurnId, json_len,
 };
 use crate::store::{AdmissionLimits, Backend, Refusal, RunLink, StoreError};
 
@@ -213,27 +212,15 @@ impl Engine {
             .iter()
             .any(|m| !matches!(m, InputMessage::User { .. }));
         let turn = Turn {
-            id,
-            tenant_id: *tenant,
-            session_id: *session_id,
             run_id,
-            status: TurnStatus::Queued,
-            stream: request.stream,
-            stop_reason: None,
-            error: None,
-            usage: Usage::default(),
             idempotency_key: request.idempotency_key.clone(),
             // Only a retry with the same key compares it.
             request_hash: request
                 .idempotency_key
                 .as_ref()
                 .map(|_| self.request_hash(request)),
-            first_seq: None,
-            last_seq: None,
-            created_at: crate::model::now(),
-            started_at: None,
-            finished_at: None,
             trace_parent: crate::traces::current_traceparent(),
+            ..Turn::queued(id, *tenant, *session_id, request.stream)
         };
         let input: Vec<HistoryMessage> = request
             .messages

@@ -12,9 +12,7 @@ use super::pager::LogPager;
 use super::request::{RunPart, StartedTurn, TurnRequest};
 use super::runner::Engine;
 use super::turn_log;
-use crate::model::{
-    Event, Run, RunId, RunStatus, SessionId, StreamMode, TenantId, Turn, TurnId, TurnStatus, Usage,
-};
+use crate::model::{Event, Run, RunId, RunStatus, SessionId, StreamMode, TenantId, Turn, TurnId};
 use crate::store::{Deltas, RunLink, StoreError};
 
 /// What a pending call of a cancelled run is answered with.
@@ -141,23 +139,14 @@ impl Engine {
             .pending_tool_calls(&run.tenant_id, &run.session_id)
             .await?;
         let turn = Turn {
-            id: TurnId::generate(),
-            tenant_id: run.tenant_id,
-            session_id: run.session_id,
             run_id: Some(run.id),
-            status: TurnStatus::Queued,
-            stream: StreamMode::Delta,
-            stop_reason: None,
-            error: None,
-            usage: Usage::default(),
-            idempotency_key: None,
-            request_hash: None,
-            first_seq: None,
-            last_seq: None,
-            created_at: crate::model::now(),
-            started_at: None,
-            finished_at: None,
             trace_parent: crate::traces::current_traceparent(),
+            ..Turn::queued(
+                TurnId::generate(),
+                run.tenant_id,
+                run.session_id,
+                StreamMode::Delta,
+            )
         };
         let inserted = self
             .store

@@ -239,7 +239,7 @@ pub(super) async fn acquire(tenant: Arc<Semaphore>, global: Arc<Semaphore>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{QuotaOverrides, SessionId, TurnStatus};
+    use crate::model::{QuotaOverrides, SessionId};
 
     fn quotas(concurrent: u64, queued: u64) -> Quotas {
         let mut own = QuotaOverrides::default();
@@ -249,25 +249,12 @@ mod tests {
     }
 
     fn turn(tenant: TenantId) -> Turn {
-        Turn {
-            id: TurnId::generate(),
-            tenant_id: tenant,
-            session_id: SessionId::generate(),
-            run_id: None,
-            status: TurnStatus::Queued,
-            stream: Default::default(),
-            stop_reason: None,
-            error: None,
-            usage: Default::default(),
-            idempotency_key: None,
-            request_hash: None,
-            first_seq: None,
-            last_seq: None,
-            created_at: crate::model::now(),
-            started_at: None,
-            finished_at: None,
-            trace_parent: None,
-        }
+        Turn::queued(
+            TurnId::generate(),
+            tenant,
+            SessionId::generate(),
+            Default::default(),
+        )
     }
 
     #[test]

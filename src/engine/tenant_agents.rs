@@ -248,15 +248,8 @@ impl Engine {
         number: i64,
         expected: Option<i64>,
     ) -> Result<TenantAgent, AgentError> {
-        let agent = self.store.get_tenant_agent(tenant, name).await?;
-        let version = match self
-            .store
-            .get_tenant_agent_version(tenant, &agent.id, number)
-            .await
-        {
-            Err(StoreError::NotFound) => return Err(AgentError::VersionNotFound(number)),
-            other => other?,
-        };
+        let AgentWithVersion { agent, version } =
+            self.get_agent_version(tenant, name, number).await?;
         // A version made under rules since tightened is not served.
         self.catalog.build(&agent.id, name, &version)?;
         match self

@@ -11,7 +11,7 @@ use super::{Engine, InputMessage, TenantAgentPolicy};
 use crate::config::Settings;
 use crate::model::{
     Content, EventData, ProcessId, Session, SessionId, StreamMode, Tenant, TenantId, TenantStatus,
-    Turn, TurnId, TurnStatus, Usage,
+    Turn, TurnId, TurnStatus,
 };
 use crate::store::{AdmissionLimits, RunLink, Store};
 
@@ -96,23 +96,10 @@ pub async fn running_turn(store: &Store, tenant: TenantId, process: &ProcessId) 
             .unwrap()
     );
     let turn = Turn {
-        id: TurnId::generate(),
-        tenant_id: tenant,
-        session_id: session.id,
-        run_id: None,
         status: TurnStatus::Running,
-        stream: StreamMode::None,
-        stop_reason: None,
-        error: None,
-        usage: Usage::default(),
-        idempotency_key: None,
-        request_hash: None,
-        first_seq: None,
-        last_seq: None,
         created_at: now,
         started_at: Some(now),
-        finished_at: None,
-        trace_parent: None,
+        ..Turn::queued(TurnId::generate(), tenant, session.id, StreamMode::None)
     };
     store
         .insert_turn(

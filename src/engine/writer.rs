@@ -653,11 +653,9 @@ impl WriterTask {
 mod coalescing_tests;
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::engine::testing::{running_turn, test_store};
-    use crate::model::{Content, HistoryType, StopReason, Tenant, TenantStatus, Turn, Usage};
+    use crate::engine::testing::{running_turn, tenant, test_store};
+    use crate::model::{Content, HistoryType, StopReason, Turn, Usage};
 
     fn append(turn: &Turn, events: Vec<EventData>, history: Vec<HistoryMessage>) -> Append {
         Append {
@@ -676,33 +674,13 @@ mod tests {
     #[tokio::test]
     async fn a_batch_whose_commit_outcome_is_unknown_is_not_stored_twice() {
         let (store, _dir) = test_store().await;
-        let tenant = Tenant {
-            id: TenantId::generate(),
-            name: "acme".into(),
-            status: TenantStatus::Active,
-            created_at: crate::model::now(),
-        };
-        store.insert_tenant(&tenant).await.unwrap();
+        let tenant = tenant(&store).await;
         let process = ProcessId::generate();
-        let lease = Duration::from_secs(60);
-        store.insert_process(&process, "test", lease).await.unwrap();
+        let writer = super::coalescing_tests::writer(&store, process).await;
         let turns = [
-            running_turn(&store, tenant.id, &process).await,
-            running_turn(&store, tenant.id, &process).await,
+            running_turn(&store, tenant, &process).await,
+            running_turn(&store, tenant, &process).await,
         ];
-        let metrics = Metrics::new(false);
-        let writer = EventWriter::start(
-            store.clone(),
-            Arc::new(Fanout::new(16, metrics.clone())),
-            process,
-            1024,
-            Arc::new(Notify::new()),
-            metrics,
-            Ownership {
-                lease: Arc::new(Lease::new(lease, Duration::from_secs(1), true)),
-                controls: Arc::default(),
-            },
-        );
 
         store
             .faults
@@ -743,7 +721,7 @@ mod tests {
             // The commit was taken once: its events and message are there once.
             let events = store
                 .list_events(
-                    &tenant.id,
+                    &tenant,
                     &turn.session_id,
                     Some(&turn.id),
                     0,
@@ -758,7 +736,7 @@ mod tests {
                 .count();
             assert_eq!(starts, 1, "turn {} stored twice: {events:?}", turn.id);
             let history = store
-                .list_history(&tenant.id, &turn.session_id, HistoryType::Full)
+                .list_history(&tenant, &turn.session_id, HistoryType::Full)
                 .await
                 .unwrap();
             assert_eq!(history.len(), 1, "{history:?}");

@@ -31,6 +31,36 @@ pub struct Turn {
     pub trace_parent: Option<String>,
 }
 
+impl Turn {
+    /// A turn as admitted: queued, in no run, nothing streamed or used yet, created now.
+    pub fn queued(
+        id: TurnId,
+        tenant_id: TenantId,
+        session_id: SessionId,
+        stream: StreamMode,
+    ) -> Turn {
+        Turn {
+            id,
+            tenant_id,
+            session_id,
+            run_id: None,
+            status: TurnStatus::Queued,
+            stream,
+            stop_reason: None,
+            error: None,
+            usage: Usage::default(),
+            idempotency_key: None,
+            request_hash: None,
+            first_seq: None,
+            last_seq: None,
+            created_at: super::now(),
+            started_at: None,
+            finished_at: None,
+            trace_parent: None,
+        }
+    }
+}
+
 /// queued → running → completed | failed | cancelled | interrupted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]

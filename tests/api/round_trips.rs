@@ -115,19 +115,23 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
     assert_eq!(texts, ["one", "one", "two", "two", "three", "three"]);
 }
 
-/// Turns of the echo (which reads only the end of the history) on a session seeded with a
-/// long history, on `app`: each turn's reported input tokens.
-async fn long_session_turns(app: &crate::helpers::TestApp, texts: &[&str]) -> Vec<u64> {
-    let (_, token) = app.new_tenant().await;
+/// An echo session created with 300 messages of history.
+async fn long_session(app: &crate::helpers::TestApp, token: &str) -> String {
     let seed: Vec<Value> = (0..300)
         .map(|i| {
             let role = if i % 2 == 0 { "user" } else { "assistant" };
             json!({"role": role, "content": format!("message {i} of a long conversation")})
         })
         .collect();
-    let session = app
-        .create_session(&token, json!({"agent": {"name": "echo"}, "messages": seed}))
-        .await;
+    app.create_session(token, json!({"agent": {"name": "echo"}, "messages": seed}))
+        .await
+}
+
+/// Turns of the echo (which reads only the end of the history) on a session seeded with a
+/// long history, on `app`: each turn's reported input tokens.
+async fn long_session_turns(app: &crate::helpers::TestApp, texts: &[&str]) -> Vec<u64> {
+    let (_, token) = app.new_tenant().await;
+    let session = long_session(app, &token).await;
     let mut reported = Vec::new();
     for text in texts {
         let reply = app
@@ -180,15 +184,7 @@ async fn a_long_sessions_turn_in_steady_state_reads_nothing() {
     )
     .await;
     let (tenant, token) = app.new_tenant().await;
-    let seed: Vec<Value> = (0..300)
-        .map(|i| {
-            let role = if i % 2 == 0 { "user" } else { "assistant" };
-            json!({"role": role, "content": format!("message {i} of a long conversation")})
-        })
-        .collect();
-    let session = app
-        .create_session(&token, json!({"agent": {"name": "echo"}, "messages": seed}))
-        .await;
+    let session = long_session(&app, &token).await;
     let path = format!("/sessions/{session}/turns");
     let turn = |text: &str| json!({"stream": "none", "messages": [user(text)]});
     for text in ["one", "two"] {

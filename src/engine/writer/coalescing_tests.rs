@@ -94,7 +94,7 @@ fn a_run_replaces_its_durable_deltas_and_unstores_those_of_its_batch() {
 }
 
 /// A writer of this process over `store`, its lease held.
-async fn writer(store: &Store, process: ProcessId) -> EventWriter {
+pub(super) async fn writer(store: &Store, process: ProcessId) -> EventWriter {
     let lease = Duration::from_secs(60);
     store.insert_process(&process, "test", lease).await.unwrap();
     let metrics = Metrics::new(false);

@@ -30,6 +30,22 @@ async fn clock_conversation(app: &TestApp, token: &str) -> String {
     .await
 }
 
+/// A response in a new clock conversation that stops on its approval request (`mcpr_c`).
+async fn ask_for_the_time(server: &ScriptedOpenAi, app: &TestApp, token: &str) -> Value {
+    let conversation = clock_conversation(app, token).await;
+    server.push(clock_call());
+    let asked = create(
+        app,
+        token,
+        json!({"model": "gpt", "conversation": conversation, "input": "time?"}),
+    )
+    .await;
+    assert_eq!(asked.status, StatusCode::OK, "{}", asked.body);
+    assert_eq!(asked.body["status"], "completed", "{}", asked.body);
+    assert_eq!(asked.body["output"], json!([approval_request()]));
+    asked.body
+}
+
 fn clock_call() -> Reply {
     Reply::Stream(vec![
         tool_fragment(0, Some("c"), Some("clock"), "{}"),
@@ -80,24 +96,13 @@ async fn an_approved_server_tool_runs_and_its_result_reaches_the_model() {
     let server = ScriptedOpenAi::start().await;
     let app = app_with_clock(&server).await;
     let (_, token) = app.new_tenant().await;
-    let conversation = clock_conversation(&app, &token).await;
-
-    server.push(clock_call());
-    let asked = create(
-        &app,
-        &token,
-        json!({"model": "gpt", "conversation": conversation, "input": "time?"}),
-    )
-    .await;
-    assert_eq!(asked.status, StatusCode::OK, "{}", asked.body);
-    assert_eq!(asked.body["status"], "completed", "{}", asked.body);
-    assert_eq!(asked.body["output"], json!([approval_request()]));
+    let asked = ask_for_the_time(&server, &app, &token).await;
 
     server.push(Reply::Stream(vec![text("Noon."), finish("stop")]));
     let approved = create(
         &app,
         &token,
-        json!({"model": "gpt", "previous_response_id": asked.body["id"],
+        json!({"model": "gpt", "previous_response_id": asked["id"],
                "input": [answer(true, None)]}),
     )
     .await;
@@ -166,15 +171,7 @@ async fn an_answer_to_no_waiting_approval_request_is_refused_naming_its_item() {
     let server = ScriptedOpenAi::start().await;
     let app = app_with_clock(&server).await;
     let (_, token) = app.new_tenant().await;
-    let conversation = clock_conversation(&app, &token).await;
-    server.push(clock_call());
-    let asked = create(
-        &app,
-        &token,
-        json!({"model": "gpt", "conversation": conversation, "input": "time?"}),
-    )
-    .await;
-    assert_eq!(asked.body["output"], json!([approval_request()]));
+    let asked = ask_for_the_time(&server, &app, &token).await;
 
     for (input, param) in [
         (
@@ -199,7 +196,7 @@ async fn an_answer_to_no_waiting_approval_request_is_refused_naming_its_item() {
         let reply = create(
             &app,
             &token,
-            json!({"model": "gpt", "previous_response_id": asked.body["id"], "input": input}),
+            json!({"model": "gpt", "previous_response_id": asked["id"], "input": input}),
         )
         .await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
@@ -220,7 +217,7 @@ async fn an_answer_to_no_waiting_approval_request_is_refused_naming_its_item() {
     let approved = create(
         &app,
         &token,
-        json!({"model": "gpt", "previous_response_id": asked.body["id"],
+        json!({"model": "gpt", "previous_response_id": asked["id"],
                "input": [answer(true, None)]}),
     )
     .await;
