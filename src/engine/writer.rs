@@ -669,6 +669,128 @@ mod tests {
         }
     }
 
+    fn stop() -> EventData {
+        EventData::TurnStop {
+            stop_reason: StopReason::EndTurn,
+            error: None,
+            usage: Usage::default(),
+        }
+    }
+
+    fn reply(text: &str) -> HistoryMessage {
+        HistoryMessage::Assistant {
+            content: Content::Text(text.into()),
+        }
+    }
+
+    /// One batch ends several sessions' turns (their history messages and stops written
+    /// together) while one of its turns was ended elsewhere meanwhile: only that turn's
+    /// append is refused; the others are committed, each message at its session's next
+    /// position.
+    #[tokio::test]
+    async fn a_batch_refuses_only_the_append_of_a_turn_ended_elsewhere() {
+        let (store, _dir) = test_store().await;
+        let tenant = tenant(&store).await;
+        let process = ProcessId::generate();
+        let writer = super::coalescing_tests::writer(&store, process).await;
+        let turns = [
+            running_turn(&store, tenant, &process).await,
+            running_turn(&store, tenant, &process).await,
+            running_turn(&store, tenant, &process).await,
+        ];
+        for turn in &turns {
+            let events = vec![EventData::TurnStart {}];
+            let started = writer.append(append(turn, events, vec![reply("first")]));
+            started.await.await.unwrap().unwrap();
+        }
+        // The second turn is ended by another writer of its stop, behind this one's back.
+        let gone = &turns[1];
+        let next = store
+            .max_event_seq(&tenant, &gone.session_id)
+            .await
+            .unwrap()
+            + 1;
+        let at = crate::model::now();
+        let ended = crate::store::AppendGroup {
+            tenant,
+            session: gone.session_id,
+            turn: gone.id,
+            run: None,
+            events: vec![Event {
+                session_id: gone.session_id,
+                seq: next,
+                turn_id: Some(gone.id),
+                data: stop(),
+                created_at: at,
+            }],
+            coalesced: Vec::new(),
+            history: Vec::new(),
+            transition: Some(crate::store::TurnTransition::Stop(crate::store::TurnEnd {
+                seq: next,
+                at,
+                status: crate::model::TurnStatus::Completed,
+                stop_reason: StopReason::EndTurn,
+                error: None,
+                usage: Usage::default(),
+                run_status: None,
+                event: crate::model::WebhookEvent::TurnCompleted,
+                started: None,
+            })),
+        };
+        store.append_events(&[ended], &process).await.unwrap();
+
+        // All three are queued before the writer runs: one batch.
+        let mut receipts = Vec::new();
+        for (i, turn) in turns.iter().enumerate() {
+            let history = vec![reply(&format!("second {i}")), reply(&format!("third {i}"))];
+            receipts.push(writer.append(append(turn, vec![stop()], history)).await);
+        }
+        let mut answers = Vec::new();
+        for receipt in receipts {
+            answers.push(receipt.await.unwrap());
+        }
+        assert!(
+            matches!(&answers[1], Err(StoreError::Fenced(fenced)) if fenced == &[gone.id]),
+            "{:?}",
+            answers[1]
+        );
+        for (i, turn) in turns.iter().enumerate() {
+            let history = store
+                .list_history(&tenant, &turn.session_id, HistoryType::Full)
+                .await
+                .unwrap();
+            let texts: Vec<String> = history
+                .iter()
+                .map(|message| serde_json::to_value(message).unwrap()["content"].to_string())
+                .collect();
+            let stored = store
+                .get_turn(&tenant, &turn.session_id, &turn.id)
+                .await
+                .unwrap();
+            if i == 1 {
+                assert_eq!(
+                    texts,
+                    ["\"first\""],
+                    "nothing of the refused append is stored"
+                );
+                continue;
+            }
+            let stop = answers[i].as_ref().expect("the others are committed");
+            assert_eq!(stored.status, crate::model::TurnStatus::Completed);
+            assert_eq!(stored.last_seq, Some(stop[0].seq));
+            assert_eq!(
+                texts,
+                [
+                    "\"first\"".to_owned(),
+                    format!("\"second {i}\""),
+                    format!("\"third {i}\"")
+                ],
+                "each message at its session's next position, in order"
+            );
+        }
+        store.close().await;
+    }
+
     /// A batch whose commit the database took but whose answer was lost (the connection
     /// died) fails as a whole: retrying its appends would store them a second time.
     #[tokio::test]

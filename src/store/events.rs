@@ -9,8 +9,10 @@ use sqlx::{QueryBuilder, Sqlite};
 use super::Stamp;
 use super::notify::{event_payloads, notify_events};
 use super::runs::update_run_status;
-use super::turns::APPEND_HISTORY;
-use super::webhook_outbox::{ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, StopMessages};
+use super::turns::{HISTORY_CHUNK, HistoryRow, insert_history, push_history};
+use super::webhook_outbox::{
+    ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, STOP_TURNS, STOP_TURNS_WHERE, StopMessages,
+};
 use super::{Db, Store, StoreError, with_db};
 use crate::model::{
     Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, StopReason, TenantId,
@@ -308,11 +310,29 @@ impl Store {
             Db::Sqlite(pools) => {
                 let hooked = self.webhook_tenants.loaded(&pools.read).await?;
                 let mut tx = pools.write.begin().await?;
-                fence!(tx, groups, Sqlite, origin, "");
-                delete_coalesced!(tx, groups, Sqlite);
+                // Every statement is a round trip to the connection's thread: the batch
+                // goes as one command of several statements, each answering what it
+                // checks as tagged rows (0: a fenced turn held, 1: started, 2: stopped).
+                // A batch with a run's status or a webhook message to queue sends its
+                // turns' changes after, one statement each (`append_rest!`).
+                let whole = groups.iter().all(|group| {
+                    group.run.is_none()
+                        && !(matches!(group.transition, Some(TurnTransition::Stop(_)))
+                            && hooked.may_have_endpoints(&group.tenant))
+                });
+                let turns = batch_turns(groups);
+                let mut command = QueryBuilder::<Sqlite>::new("");
+                for chunk in turns.chunks(INSERT_CHUNK) {
+                    push_fence!(command, origin, chunk);
+                    command.push(";\n");
+                }
+                for chunk in coalesced_ranges(groups).chunks(INSERT_CHUNK) {
+                    push_delete!(command, chunk);
+                    command.push(";\n");
+                }
                 for chunk in rows.chunks(INSERT_CHUNK) {
-                    let mut insert = QueryBuilder::<Sqlite>::new(INSERT_EVENTS);
-                    insert.push_values(chunk, |mut b, row| {
+                    command.push(INSERT_EVENTS);
+                    command.push_values(chunk, |mut b, row| {
                         b.push_bind(row.session)
                             .push_bind(row.seq)
                             .push_bind(row.turn)
@@ -320,9 +340,36 @@ impl Store {
                             .push_bind(row.data.as_str())
                             .push_bind(Stamp(*row.created_at));
                     });
-                    insert.build().execute(&mut *tx).await?;
+                    command.push(";\n");
                 }
-                append_rest!(tx, groups, Sqlite, enqueued, false, hooked);
+                let (starts, stops) = transitions(groups);
+                if whole {
+                    for chunk in history_rows(groups).chunks(HISTORY_CHUNK) {
+                        push_history!(command, chunk);
+                        command.push(";\n");
+                    }
+                    if !starts.is_empty() {
+                        push_starts!(command, starts);
+                        command.push(" RETURNING 1, id;\n");
+                    }
+                    if !stops.is_empty() {
+                        push_stops!(command, stops);
+                        command.push(" RETURNING 2, id;\n");
+                    }
+                }
+                let answered: Vec<(i32, TurnId)> =
+                    command.build_query_as().fetch_all(&mut *tx).await?;
+                let tagged = |tag| answered.iter().filter(move |(t, _)| *t == tag);
+                fenced(turns, tagged(0).map(|(_, id)| *id).collect())?;
+                if whole {
+                    // A turn starts only while it waits or runs, and ends once (see
+                    // `append_rest!`): else the batch is refused.
+                    if tagged(1).count() < starts.len() || tagged(2).count() < stops.len() {
+                        return Err(StoreError::Stale);
+                    }
+                } else {
+                    append_rest!(tx, groups, Sqlite, enqueued, false, hooked);
+                }
                 tx.commit().await?;
             }
             Db::Postgres(pool) => {
@@ -457,61 +504,181 @@ impl Store {
     }
 }
 
-/// The history rows and turn updates of an append, on either backend's transaction.
+/// The turns of a batch, each once, in order.
+fn batch_turns(groups: &[AppendGroup]) -> Vec<TurnId> {
+    let mut turns: Vec<TurnId> = groups.iter().map(|g| g.turn).collect();
+    turns.sort_unstable();
+    turns.dedup();
+    turns
+}
+
+/// The fence's verdict: [`StoreError::Fenced`] names the batch's turns it did not find
+/// held.
+fn fenced(mut turns: Vec<TurnId>, held: Vec<TurnId>) -> Result<(), StoreError> {
+    if held.len() < turns.len() {
+        turns.retain(|turn| !held.contains(turn));
+        return Err(StoreError::Fenced(turns));
+    }
+    Ok(())
+}
+
+/// The stored single deltas the groups' coalesced deltas replace: `(session, first, last)`.
+fn coalesced_ranges(groups: &[AppendGroup]) -> Vec<(SessionId, i64, i64)> {
+    groups
+        .iter()
+        .flat_map(|group| {
+            group
+                .coalesced
+                .iter()
+                .filter(|run| run.replaces_stored)
+                .map(|run| (group.session, run.first_seq, run.last_seq()))
+        })
+        .collect()
+}
+
+/// The history messages the groups complete, stamped with their group's first event.
+fn history_rows(groups: &[AppendGroup]) -> Vec<HistoryRow<'_>> {
+    let mut rows = Vec::new();
+    for group in groups {
+        let Some(first) = group.events.first() else {
+            continue;
+        };
+        rows.extend(group.history.iter().map(|message| HistoryRow {
+            tenant: &group.tenant,
+            session: group.session,
+            turn: group.turn,
+            message,
+            created_at: first.created_at,
+        }));
+    }
+    rows
+}
+
+type Starts<'a> = Vec<(&'a AppendGroup, i64, DateTime<Utc>)>;
+type Stops<'a> = Vec<(&'a AppendGroup, &'a TurnEnd)>;
+
+/// The turns' starts (seq, time) and ends the groups carry.
+fn transitions(groups: &[AppendGroup]) -> (Starts<'_>, Stops<'_>) {
+    let mut starts = Vec::new();
+    let mut stops = Vec::new();
+    for group in groups {
+        match &group.transition {
+            Some(TurnTransition::Start { seq, at }) => starts.push((group, *seq, *at)),
+            Some(TurnTransition::Stop(end)) => stops.push((group, end)),
+            None => {}
+        }
+    }
+    (starts, stops)
+}
+
+/// Pushes the fence's statement for `$turns` onto the query builder `$b`: one row
+/// `(0, id)` per turn still queued or running and owned by `$origin`.
+macro_rules! push_fence {
+    ($b:ident, $origin:expr, $turns:expr) => {
+        $b.push("SELECT 0, id FROM turns WHERE owner = ");
+        $b.push_bind($origin);
+        $b.push(" AND status IN ('queued', 'running') AND id IN (");
+        let mut ids = $b.separated(", ");
+        for turn in $turns {
+            ids.push_bind(*turn);
+        }
+        $b.push(")");
+    };
+}
+use push_fence;
+
+/// Pushes the statement that removes the stored single deltas `$ranges` (see
+/// [`coalesced_ranges`]).
+macro_rules! push_delete {
+    ($b:ident, $ranges:expr) => {
+        $b.push("DELETE FROM events WHERE ");
+        for (i, (session, first, last)) in $ranges.iter().enumerate() {
+            if i > 0 {
+                $b.push(" OR ");
+            }
+            $b.push("(session_id = ");
+            $b.push_bind(*session);
+            $b.push(" AND seq BETWEEN ");
+            $b.push_bind(*first);
+            $b.push(" AND ");
+            $b.push_bind(*last);
+            $b.push(")");
+        }
+    };
+}
+use push_delete;
+
+/// Pushes the statement that starts the turns of `$starts` (see [`transitions`]), only
+/// those still queued or running; its changed rows are the turns it started.
+macro_rules! push_starts {
+    ($b:ident, $starts:expr) => {
+        // `CASE id WHEN … END` picks each turn's values; `id IN (…)` finds the turns by
+        // their key (a join with a VALUES list is planned as a scan of turns).
+        $b.push("UPDATE turns SET status = 'running', started_at = CASE id");
+        for (group, _, at) in &$starts {
+            $b.push(" WHEN ").push_bind(group.turn);
+            $b.push(" THEN ").push_bind(Stamp(*at));
+        }
+        $b.push(" END, first_seq = COALESCE(first_seq, CASE id");
+        for (group, seq, _) in &$starts {
+            $b.push(" WHEN ").push_bind(group.turn);
+            $b.push(" THEN ").push_bind(*seq);
+        }
+        // Running already when its slot was claimed over every process.
+        $b.push(" END) WHERE status IN ('queued', 'running') AND tenant_id = CASE id");
+        for (group, _, _) in &$starts {
+            $b.push(" WHEN ").push_bind(group.turn);
+            $b.push(" THEN ").push_bind(group.tenant);
+        }
+        $b.push(" END AND id IN (");
+        let mut ids = $b.separated(", ");
+        for (group, _, _) in &$starts {
+            ids.push_bind(group.turn);
+        }
+        $b.push(")");
+    };
+}
+use push_starts;
+
+/// Pushes the statement that ends the turns of `$stops` (see [`transitions`]) with no
+/// webhook message to queue, only those still queued or running: [`STOP_TURNS`]. Its
+/// changed rows are the turns it ended.
+macro_rules! push_stops {
+    ($b:ident, $stops:expr) => {
+        $b.push(STOP_TURNS);
+        $b.push_values(&$stops, |mut b, (group, end)| {
+            b.push_bind(group.turn)
+                .push_bind(group.tenant)
+                .push_bind(end.status.as_str())
+                .push_bind(end.stop_reason.as_str())
+                .push_bind(end.error.as_ref().map(Json))
+                .push_bind(Json(&end.usage))
+                .push_bind(Stamp(end.at))
+                .push_bind(end.seq)
+                .push_bind(end.started.map(|(_, at)| Stamp(at)))
+                .push_bind(end.started.map(|(seq, _)| seq));
+        });
+        $b.push(STOP_TURNS_WHERE);
+        let mut ids = $b.separated(", ");
+        for (group, _) in &$stops {
+            ids.push_bind(group.turn);
+        }
+        $b.push(")");
+    };
+}
+use push_stops;
+
+/// The history rows and turn updates of an append, on either backend's transaction, one
+/// statement each (a stop that queues webhook messages, a run's status).
 macro_rules! append_rest {
     ($tx:ident, $groups:expr, $db:ty, $enqueued:ident, $postgres:expr, $hooked:expr) => {
-        for group in $groups {
-            let Some(first) = group.events.first() else {
-                continue;
-            };
-            for message in &group.history {
-                sqlx::query(APPEND_HISTORY)
-                    .bind(&group.tenant)
-                    .bind(group.session)
-                    .bind(Json(message))
-                    .bind(Stamp(first.created_at))
-                    .bind(group.turn)
-                    .execute(&mut *$tx)
-                    .await?;
-            }
-        }
+        // The groups' history messages: one statement for the batch.
+        insert_history!($tx, history_rows($groups));
         // The turns' state changes: one statement for the batch's starts.
-        let mut starts = Vec::new();
-        let mut stops = Vec::new();
-        for group in $groups {
-            match &group.transition {
-                Some(TurnTransition::Start { seq, at }) => starts.push((group, *seq, *at)),
-                Some(TurnTransition::Stop(end)) => stops.push((group, end)),
-                None => {}
-            }
-        }
+        let (starts, stops) = transitions($groups);
         if !starts.is_empty() {
-            // `CASE id WHEN … END` picks each turn's values; `id IN (…)` finds the turns by
-            // their key (a join with a VALUES list is planned as a scan of turns).
-            let mut update = QueryBuilder::<$db>::new(
-                "UPDATE turns SET status = 'running', started_at = CASE id",
-            );
-            for (group, _, at) in &starts {
-                update.push(" WHEN ").push_bind(group.turn);
-                update.push(" THEN ").push_bind(Stamp(*at));
-            }
-            update.push(" END, first_seq = COALESCE(first_seq, CASE id");
-            for (group, seq, _) in &starts {
-                update.push(" WHEN ").push_bind(group.turn);
-                update.push(" THEN ").push_bind(*seq);
-            }
-            // Running already when its slot was claimed over every process.
-            update.push(" END) WHERE status IN ('queued', 'running') AND tenant_id = CASE id");
-            for (group, _, _) in &starts {
-                update.push(" WHEN ").push_bind(group.turn);
-                update.push(" THEN ").push_bind(group.tenant);
-            }
-            update.push(" END AND id IN (");
-            let mut ids = update.separated(", ");
-            for (group, _, _) in &starts {
-                ids.push_bind(group.turn);
-            }
-            update.push(")");
+            let mut update = QueryBuilder::<$db>::new("");
+            push_starts!(update, starts);
             // A turn starts only while it waits or runs: one another process ended is not
             // started again (its start and the batch with it are refused).
             let started = update.build().execute(&mut *$tx).await?.rows_affected();
@@ -524,7 +691,26 @@ macro_rules! append_rest {
                 }
             }
         }
-        // A batch rarely stops more than a few turns: one statement each, by key.
+        // On SQLite, the stops with no webhook message to queue: one statement for the
+        // batch.
+        let (plain, stops): (Vec<_>, Vec<_>) = stops
+            .into_iter()
+            .partition(|(group, _)| !$postgres && !$hooked.may_have_endpoints(&group.tenant));
+        if !plain.is_empty() {
+            let mut update = QueryBuilder::<$db>::new("");
+            push_stops!(update, plain);
+            // A turn ends once: another process may have ended it (its owner's lease
+            // expired), and then this stop and the batch with it are refused.
+            if update.build().execute(&mut *$tx).await?.rows_affected() < plain.len() as u64 {
+                return Err(StoreError::Stale);
+            }
+            for (group, end) in &plain {
+                if let (Some(run), Some(status)) = (&group.run, end.run_status) {
+                    update_run_status!($tx, &group.tenant, run, stopped, end.at, status.as_str());
+                }
+            }
+        }
+        // The others (rarely more than a few a batch): one statement each, by key.
         for (group, end) in &stops {
             // On PostgreSQL the stop queues its webhook deliveries in the same statement
             // (no round trip more); on SQLite only for a tenant that may have endpoints
@@ -610,27 +796,16 @@ use append_rest;
 /// before (and this batch is refused) or waits until after it (and sees its events).
 macro_rules! fence {
     ($tx:ident, $groups:expr, $db:ty, $origin:expr, $lock:expr) => {
-        let mut turns: Vec<TurnId> = $groups.iter().map(|g| g.turn).collect();
-        turns.sort_unstable();
-        turns.dedup();
+        let turns = batch_turns($groups);
         let mut held: Vec<TurnId> = Vec::with_capacity(turns.len());
         for chunk in turns.chunks(INSERT_CHUNK) {
-            let mut check = QueryBuilder::<$db>::new("SELECT id FROM turns WHERE owner = ");
-            check.push_bind($origin);
-            check.push(" AND status IN ('queued', 'running') AND id IN (");
-            let mut ids = check.separated(", ");
-            for turn in chunk {
-                ids.push_bind(*turn);
-            }
-            check.push(")");
+            let mut check = QueryBuilder::<$db>::new("");
+            push_fence!(check, $origin, chunk);
             check.push($lock);
-            let rows: Vec<(TurnId,)> = check.build_query_as().fetch_all(&mut *$tx).await?;
-            held.extend(rows.into_iter().map(|(id,)| id));
+            let rows: Vec<(i32, TurnId)> = check.build_query_as().fetch_all(&mut *$tx).await?;
+            held.extend(rows.into_iter().map(|(_, id)| id));
         }
-        if held.len() < turns.len() {
-            turns.retain(|turn| !held.contains(turn));
-            return Err(StoreError::Fenced(turns));
-        }
+        fenced(turns, held)?;
     };
 }
 use fence;
@@ -639,30 +814,9 @@ use fence;
 /// appends), in one statement.
 macro_rules! delete_coalesced {
     ($tx:ident, $groups:expr, $db:ty) => {
-        let ranges: Vec<(SessionId, i64, i64)> = $groups
-            .iter()
-            .flat_map(|group| {
-                group
-                    .coalesced
-                    .iter()
-                    .filter(|run| run.replaces_stored)
-                    .map(|run| (group.session, run.first_seq, run.last_seq()))
-            })
-            .collect();
-        for chunk in ranges.chunks(INSERT_CHUNK) {
-            let mut delete = QueryBuilder::<$db>::new("DELETE FROM events WHERE ");
-            for (i, (session, first, last)) in chunk.iter().enumerate() {
-                if i > 0 {
-                    delete.push(" OR ");
-                }
-                delete.push("(session_id = ");
-                delete.push_bind(*session);
-                delete.push(" AND seq BETWEEN ");
-                delete.push_bind(*first);
-                delete.push(" AND ");
-                delete.push_bind(*last);
-                delete.push(")");
-            }
+        for chunk in coalesced_ranges($groups).chunks(INSERT_CHUNK) {
+            let mut delete = QueryBuilder::<$db>::new("");
+            push_delete!(delete, chunk);
             delete.build().execute(&mut *$tx).await?;
         }
     };

@@ -66,11 +66,74 @@ impl TryFrom<TurnRow> for Turn {
 pub(super) const TURN_COLUMNS: &str = "id, tenant_id, session_id, run_id, status, stream, stop_reason, error, usage, \
      idempotency_key, request_hash, first_seq, last_seq, created_at, started_at, finished_at, trace_parent";
 
-/// Appends a message to a session's full history at its next position (the compacted
-/// history follows the full one past its overlay).
-pub(super) const APPEND_HISTORY: &str = "INSERT INTO history (session_id, position, message, created_at, turn_id) \
-     SELECT $2, (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $2), \
-     $3, $4, $5 FROM sessions WHERE id = $2 AND tenant_id = $1";
+/// A message a turn adds to its session's full history (the compacted history follows the
+/// full one past its overlay), as [`insert_history!`] writes it.
+pub(super) struct HistoryRow<'a> {
+    pub tenant: &'a TenantId,
+    pub session: SessionId,
+    pub turn: TurnId,
+    pub message: &'a HistoryMessage,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Rows per history insert: six binds each, well under both backends' limits.
+pub(super) const HISTORY_CHUNK: usize = 256;
+
+/// The multi-row history insert [`insert_history!`] completes with its `VALUES` rows
+/// (`session, tenant, offset, message, created_at, turn`): each message goes to the
+/// position after its session's last, plus its `offset` among the same session's messages
+/// in the statement (which reads the history as it was before the statement on both
+/// backends). A message of another tenant's, or a deleted, session is not written.
+pub(super) const INSERT_HISTORY: &str = "INSERT INTO history \
+     (session_id, position, message, created_at, turn_id) \
+     SELECT s.id, (SELECT COALESCE(MAX(h.position) + 1, 0) FROM history h \
+     WHERE h.session_id = s.id) + v.column3, v.column4, v.column5, v.column6 \
+     FROM (";
+pub(super) const INSERT_HISTORY_END: &str =
+    ") AS v JOIN sessions s ON s.id = v.column1 AND s.tenant_id = v.column2";
+
+/// Pushes the statement that appends `$rows` (at most [`HISTORY_CHUNK`] [`HistoryRow`]s, in
+/// order) to their sessions' histories onto the query builder `$b`.
+macro_rules! push_history {
+    ($b:ident, $rows:expr) => {
+        let mut offsets: std::collections::HashMap<SessionId, i64> =
+            std::collections::HashMap::new();
+        $b.push($crate::store::turns::INSERT_HISTORY);
+        $b.push_values($rows, |mut b, row| {
+            let offset = offsets.entry(row.session).or_insert(0);
+            b.push_bind(row.session)
+                .push_bind(row.tenant)
+                .push_bind(*offset)
+                .push_bind(Json(row.message))
+                .push_bind($crate::store::Stamp(row.created_at))
+                .push_bind(row.turn);
+            *offset += 1;
+        });
+        $b.push($crate::store::turns::INSERT_HISTORY_END);
+    };
+}
+pub(super) use push_history;
+
+/// Appends `$rows` (a `Vec` of [`HistoryRow`]s, in order) to their sessions' histories, one
+/// statement per [`HISTORY_CHUNK`] rows, on either backend's transaction.
+macro_rules! insert_history {
+    ($tx:ident, $rows:expr) => {
+        for chunk in $rows.chunks($crate::store::turns::HISTORY_CHUNK) {
+            let mut insert = $crate::store::turns::builder_for(&$tx);
+            $crate::store::turns::push_history!(insert, chunk);
+            insert.build().execute(&mut *$tx).await?;
+        }
+    };
+}
+pub(super) use insert_history;
+
+/// An empty query builder for the backend of `_tx` (where a macro's body is expanded once
+/// per backend and cannot name it).
+pub(super) fn builder_for<DB: sqlx::Database>(
+    _tx: &sqlx::Transaction<'_, DB>,
+) -> sqlx::QueryBuilder<DB> {
+    sqlx::QueryBuilder::new("")
+}
 
 /// What a process remembers of a session, which a turn's admission checks in its own
 /// `INSERT`: the row's last change, the history's length and the compaction point.
@@ -286,16 +349,18 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            for message in input {
-                sqlx::query(APPEND_HISTORY)
-                    .bind(tenant)
-                    .bind(turn.session_id)
-                    .bind(Json(scrub_nul(message.clone())))
-                    .bind(Stamp(turn.created_at))
-                    .bind(turn.id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            let input: Vec<HistoryMessage> = input.iter().cloned().map(scrub_nul).collect();
+            let rows: Vec<HistoryRow> = input
+                .iter()
+                .map(|message| HistoryRow {
+                    tenant,
+                    session: turn.session_id,
+                    turn: turn.id,
+                    message,
+                    created_at: turn.created_at,
+                })
+                .collect();
+            insert_history!(tx, rows);
             tx.commit().await?;
             Ok(started)
         })

@@ -16,6 +16,18 @@ pub(super) const STOP_TURN: &str = "UPDATE turns SET status = $2, stop_reason = 
      first_seq = COALESCE(first_seq, $10, $7), started_at = COALESCE(started_at, $9) \
      WHERE tenant_id = $8 AND id = $1 AND status IN ('queued', 'running') RETURNING 1, 0";
 
+/// The stops of several turns on SQLite (for tenants without endpoints: nothing to queue),
+/// in one statement: [`STOP_TURNS`], the `VALUES` rows (`id, tenant, status, stop_reason,
+/// error, usage, finished_at, last_seq, started_at, first_seq`), [`STOP_TURNS_WHERE`], the
+/// turns' ids and `)`. The `id IN (…)` finds the turns by their key (a join with a `VALUES`
+/// list alone is planned as a scan of turns). Its changed rows are the turns it stopped.
+pub(super) const STOP_TURNS: &str = "UPDATE turns SET status = v.column3, \
+     stop_reason = v.column4, error = v.column5, usage = v.column6, finished_at = v.column7, \
+     last_seq = v.column8, first_seq = COALESCE(turns.first_seq, v.column10, v.column8), \
+     started_at = COALESCE(turns.started_at, v.column9) FROM (";
+pub(super) const STOP_TURNS_WHERE: &str = ") AS v WHERE turns.id = v.column1 \
+     AND turns.tenant_id = v.column2 AND turns.status IN ('queued', 'running') AND turns.id IN (";
+
 /// The same stop on PostgreSQL, queueing its webhook messages (`$12`–`$15` for the turn,
 /// `$16`–`$19` for its run, a bit of 0 when there is none) in one statement: to each
 /// enabled endpoint of the tenant that takes their type, and the run's message to the run's

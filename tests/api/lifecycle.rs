@@ -245,3 +245,144 @@ async fn a_server_tool_whose_result_was_durable_is_not_run_again_after_a_crash()
     let found = reply["messages"][1]["content"].as_str().unwrap();
     assert_eq!(found.matches("only once").count(), 1, "{found}");
 }
+
+/// A server killed while many sessions' turns are being admitted and their events written
+/// together (several sessions' history messages and stops share a commit) loses none of
+/// the turns it acknowledged: each is completed, with its reply in its session's history
+/// and its events ending in its stop. The turns it had not answered end, none is left
+/// running.
+#[tokio::test]
+async fn a_server_killed_under_load_loses_no_acknowledged_turn() {
+    use std::sync::{Arc, Mutex};
+
+    const CLIENTS: usize = 8;
+    const SESSIONS_EACH: usize = 2;
+    const ACKNOWLEDGED_BEFORE_KILL: usize = 150;
+
+    let setup = Deployment::new("").await;
+    let (_, token) = setup.tenant_token("load");
+    let server = setup.start(&[]);
+    let mut sessions = Vec::new();
+    for _ in 0..CLIENTS * SESSIONS_EACH {
+        sessions.push(server.create_session(&token, "echo").await);
+    }
+
+    // (session, turn, text) of every turn the server answered, in each session's order.
+    let acknowledged: Arc<Mutex<Vec<(String, String, String)>>> = Arc::default();
+    let (enough_tx, mut enough) = tokio::sync::watch::channel(0usize);
+    let mut clients = Vec::new();
+    for (client, own) in sessions.chunks(SESSIONS_EACH).enumerate() {
+        let own = own.to_vec();
+        let url = server.url("");
+        let token = token.clone();
+        let acknowledged = acknowledged.clone();
+        let enough_tx = enough_tx.clone();
+        clients.push(tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            for n in 0.. {
+                let session = &own[n % own.len()];
+                let text = format!("client {client} turn {n}");
+                let sent = http
+                    .post(format!("{url}/sessions/{session}/turns"))
+                    .bearer_auth(&token)
+                    .json(
+                        &json!({"stream": "none", "messages": [{"role": "user", "content": text}]}),
+                    )
+                    .send()
+                    .await;
+                // The server is gone: no answer, no acknowledgement.
+                let Ok(reply) = sent else { return };
+                if reply.status() != reqwest::StatusCode::OK {
+                    return;
+                }
+                let turn = reply.headers()["agentry-turn-id"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
+                let Ok(body) = reply.json::<Value>().await else {
+                    return;
+                };
+                assert_eq!(body["messages"][0]["content"][0]["text"], text.as_str());
+                let count = {
+                    let mut acknowledged = acknowledged.lock().unwrap();
+                    acknowledged.push((session.clone(), turn, text));
+                    acknowledged.len()
+                };
+                enough_tx.send_replace(count);
+            }
+        }));
+    }
+    enough
+        .wait_for(|count| *count >= ACKNOWLEDGED_BEFORE_KILL)
+        .await
+        .unwrap();
+    // The clients are still posting: the kill lands among admissions and batches.
+    server.kill();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(acknowledged.len() >= ACKNOWLEDGED_BEFORE_KILL);
+
+    let server = setup.start(&[]);
+    setup.db.wait_for_no_unfinished_turns().await;
+    for session in &sessions {
+        let ours: Vec<&(String, String, String)> = acknowledged
+            .iter()
+            .filter(|(s, _, _)| s == session)
+            .collect();
+        // The session's history holds every acknowledged turn's input and reply, in order.
+        let history = server
+            .get_json(&token, &format!("/sessions/{session}/history?type=full"))
+            .await;
+        let texts: Vec<(String, String)> = history["history"]["full"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let text = m["content"]
+                    .as_str()
+                    .or_else(|| m["content"][0]["text"].as_str())
+                    .unwrap_or_default();
+                (m["role"].as_str().unwrap().to_owned(), text.to_owned())
+            })
+            .collect();
+        for (_, turn, text) in &ours {
+            let at = texts
+                .iter()
+                .position(|(role, t)| role == "user" && t == text)
+                .unwrap_or_else(|| panic!("turn {turn}'s input is lost: {texts:?}"));
+            assert_eq!(
+                texts.get(at + 1),
+                Some(&("assistant".to_owned(), text.clone())),
+                "turn {turn}'s reply is lost: {texts:?}"
+            );
+            let record = server
+                .get_json(&token, &format!("/sessions/{session}/turns/{turn}"))
+                .await;
+            assert_eq!(record["status"], "completed", "{record}");
+            let replay = crate::sse::SseReader::new(
+                reqwest::Client::new()
+                    .get(server.url(&format!("/sessions/{session}/turns/{turn}/events")))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .collect()
+            .await;
+            let last = replay.last().expect("the turn's events");
+            assert_eq!(last.event, "turn_stop");
+            assert_eq!(last.data["stopReason"], "end_turn");
+        }
+        // The turns the server had not answered ended too: the session takes a new one.
+        let next = reqwest::Client::new()
+            .post(server.url(&format!("/sessions/{session}/turns")))
+            .bearer_auth(&token)
+            .json(&json!({"stream": "none", "messages": [{"role": "user", "content": "after"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(next.status(), reqwest::StatusCode::OK);
+    }
+}
