@@ -144,18 +144,53 @@ pub struct Remembered {
     pub compacted_through: Option<i64>,
 }
 
-const INSERT_TURN: &str = "INSERT INTO turns (id, tenant_id, session_id, run_id, status, \
-     stream, usage, idempotency_key, request_hash, created_at, owner, permissions) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
-
-/// [`INSERT_TURN`], written only if the session is as remembered ($13–$15).
-const INSERT_TURN_IF_REMEMBERED: &str = "INSERT INTO turns (id, tenant_id, session_id, \
-     run_id, status, stream, usage, idempotency_key, request_hash, created_at, owner, \
-     permissions) \
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM sessions \
-     WHERE id = $3 AND tenant_id = $2 AND updated_at = $13 \
-     AND COALESCE(compacted_through, -1) = $14 \
-     AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history WHERE session_id = $3) = $15";
+/// Pushes the statement that records `$turn` (queued, owned by `$owner`) onto the query
+/// builder `$b`; with `$remembered`, only if the session is still as remembered (its row's
+/// last change, its compaction point and its history's length), else it writes nothing.
+macro_rules! push_insert_turn {
+    ($b:ident, $tenant:expr, $turn:expr, $owner:expr, $permissions:expr, $remembered:expr) => {
+        $b.push(
+            "INSERT INTO turns (id, tenant_id, session_id, run_id, status, stream, usage, \
+             idempotency_key, request_hash, created_at, owner, permissions, trace_parent) ",
+        );
+        $b.push(if $remembered.is_some() {
+            "SELECT "
+        } else {
+            "VALUES ("
+        });
+        $b.separated(", ")
+            .push_bind($turn.id)
+            .push_bind($tenant)
+            .push_bind($turn.session_id)
+            .push_bind($turn.run_id)
+            .push_bind($turn.status.as_str())
+            .push_bind($turn.stream.as_str())
+            .push_bind(Json(&$turn.usage))
+            .push_bind(&$turn.idempotency_key)
+            .push_bind(&$turn.request_hash)
+            .push_bind(Stamp($turn.created_at))
+            .push_bind($owner)
+            .push_bind($permissions.map(Json))
+            .push_bind(&$turn.trace_parent);
+        match $remembered {
+            None => {
+                $b.push(")");
+            }
+            Some(remembered) => {
+                $b.push(" FROM sessions WHERE id = ")
+                    .push_bind($turn.session_id);
+                $b.push(" AND tenant_id = ").push_bind($tenant);
+                $b.push(" AND updated_at = ")
+                    .push_bind(Stamp(remembered.updated_at));
+                $b.push(" AND COALESCE(compacted_through, -1) = ")
+                    .push_bind(remembered.compacted_through.unwrap_or(-1));
+                $b.push(" AND (SELECT COALESCE(MAX(position) + 1, 0) FROM history ");
+                $b.push("WHERE session_id = ").push_bind($turn.session_id);
+                $b.push(") = ").push_bind(remembered.history_len);
+            }
+        }
+    };
+}
 
 /// Serializes the admissions of one tenant's turns over every process (PostgreSQL): the
 /// queue and the token budget are counted and the turn added under it.
@@ -237,10 +272,48 @@ impl Store {
         limits: AdmissionLimits,
     ) -> Result<bool, StoreError> {
         debug_assert_eq!(run.run(), turn.run_id.as_ref());
-        let insert = match remembered {
-            None => INSERT_TURN,
-            Some(_) => INSERT_TURN_IF_REMEMBERED,
-        };
+        let input: Vec<HistoryMessage> = input.iter().cloned().map(scrub_nul).collect();
+        let input: Vec<HistoryRow> = input
+            .iter()
+            .map(|message| HistoryRow {
+                tenant,
+                session: turn.session_id,
+                turn: turn.id,
+                message,
+                created_at: turn.created_at,
+            })
+            .collect();
+        if let super::Db::Sqlite(pools) = &self.db {
+            let plain = limits.queued_turns.is_none()
+                && limits.tokens.is_none()
+                && matches!(run, RunLink::None)
+                && !answers_calls
+                && session_update.is_none()
+                && input.len() <= HISTORY_CHUNK;
+            if plain {
+                // Every statement is a round trip to the connection's thread: the turn
+                // and its input go as one command, the turn's row answering `0` if written.
+                let written = super::bounded(self.timeout, async {
+                    let mut tx = pools.write.begin().await?;
+                    let mut command = sqlx::QueryBuilder::<sqlx::Sqlite>::new("");
+                    push_insert_turn!(command, tenant, turn, owner, permissions, remembered);
+                    command.push(" RETURNING 0");
+                    if !input.is_empty() {
+                        command.push(";\n");
+                        push_history!(command, &input);
+                    }
+                    let written: Vec<(i32,)> = command.build_query_as().fetch_all(&mut *tx).await?;
+                    if written.is_empty() {
+                        return Err(StoreError::Stale);
+                    }
+                    tx.commit().await?;
+                    Ok(false)
+                })
+                .await;
+                self.note_write(&written);
+                return written;
+            }
+        }
         let postgres = matches!(self.db, super::Db::Postgres(_));
         with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;
@@ -280,34 +353,10 @@ impl Store {
                 }
             }
             admit_run!(tx, tenant, turn, run, answers_calls, before_turn);
-            let mut query = sqlx::query(insert)
-                .bind(turn.id)
-                .bind(tenant)
-                .bind(turn.session_id)
-                .bind(turn.run_id)
-                .bind(turn.status.as_str())
-                .bind(turn.stream.as_str())
-                .bind(Json(&turn.usage))
-                .bind(&turn.idempotency_key)
-                .bind(&turn.request_hash)
-                .bind(Stamp(turn.created_at))
-                .bind(owner)
-                .bind(permissions.map(Json));
-            if let Some(remembered) = remembered {
-                query = query
-                    .bind(Stamp(remembered.updated_at))
-                    .bind(remembered.compacted_through.unwrap_or(-1))
-                    .bind(remembered.history_len);
-            }
-            if query.execute(&mut *tx).await?.rows_affected() == 0 {
+            let mut insert = builder_for(&tx);
+            push_insert_turn!(insert, tenant, turn, owner, permissions, remembered);
+            if insert.build().execute(&mut *tx).await?.rows_affected() == 0 {
                 return Err(StoreError::Stale);
-            }
-            if let Some(trace_parent) = &turn.trace_parent {
-                sqlx::query("UPDATE turns SET trace_parent = $2 WHERE id = $1")
-                    .bind(turn.id)
-                    .bind(trace_parent)
-                    .execute(&mut *tx)
-                    .await?;
             }
             if let Some(budget) = limits.tokens {
                 sqlx::query("UPDATE turns SET reserved_tokens = $2 WHERE id = $1")
@@ -349,18 +398,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            let input: Vec<HistoryMessage> = input.iter().cloned().map(scrub_nul).collect();
-            let rows: Vec<HistoryRow> = input
-                .iter()
-                .map(|message| HistoryRow {
-                    tenant,
-                    session: turn.session_id,
-                    turn: turn.id,
-                    message,
-                    created_at: turn.created_at,
-                })
-                .collect();
-            insert_history!(tx, rows);
+            insert_history!(tx, input);
             tx.commit().await?;
             Ok(started)
         })
