@@ -683,6 +683,71 @@ mod tests {
         }
     }
 
+    /// A group of one event at `seq`, stopping the turn if the event is its stop.
+    fn group(turn: &Turn, seq: i64, data: EventData) -> crate::store::AppendGroup {
+        let at = crate::model::now();
+        let transition = match &data {
+            EventData::TurnStop { stop_reason, .. } => {
+                Some(crate::store::TurnTransition::Stop(crate::store::TurnEnd {
+                    seq,
+                    at,
+                    status: crate::model::TurnStatus::Completed,
+                    stop_reason: *stop_reason,
+                    error: None,
+                    usage: Usage::default(),
+                    run_status: None,
+                    event: crate::model::WebhookEvent::TurnCompleted,
+                    started: None,
+                }))
+            }
+            _ => None,
+        };
+        crate::store::AppendGroup {
+            tenant: turn.tenant_id,
+            session: turn.session_id,
+            turn: turn.id,
+            run: None,
+            events: vec![Event {
+                session_id: turn.session_id,
+                seq,
+                turn_id: Some(turn.id),
+                data,
+                created_at: at,
+            }],
+            coalesced: Vec::new(),
+            history: Vec::new(),
+            transition,
+        }
+    }
+
+    /// A batch of a turn another process ended, whose events take the seqs that process's
+    /// stop took, is refused as fenced (what it is), not as the conflict its insert meets.
+    #[tokio::test]
+    async fn a_batch_of_a_turn_ended_elsewhere_is_fenced_even_where_its_seqs_are_taken() {
+        let (store, _dir) = test_store().await;
+        let tenant = tenant(&store).await;
+        let process = ProcessId::generate();
+        let turn = running_turn(&store, tenant, &process).await;
+        store
+            .append_events(&[group(&turn, 1, stop())], &process)
+            .await
+            .unwrap();
+
+        let late = group(
+            &turn,
+            1,
+            EventData::TextDelta {
+                delta: "late".into(),
+            },
+        );
+        let refused = store.append_events(&[late], &process).await;
+        assert!(
+            matches!(&refused, Err(StoreError::Fenced(turns)) if turns == &[turn.id]),
+            "{refused:?}"
+        );
+        store.close().await;
+    }
+
     /// One batch ends several sessions' turns (their history messages and stops written
     /// together) while one of its turns was ended elsewhere meanwhile: only that turn's
     /// append is refused; the others are committed, each message at its session's next
@@ -710,34 +775,10 @@ mod tests {
             .await
             .unwrap()
             + 1;
-        let at = crate::model::now();
-        let ended = crate::store::AppendGroup {
-            tenant,
-            session: gone.session_id,
-            turn: gone.id,
-            run: None,
-            events: vec![Event {
-                session_id: gone.session_id,
-                seq: next,
-                turn_id: Some(gone.id),
-                data: stop(),
-                created_at: at,
-            }],
-            coalesced: Vec::new(),
-            history: Vec::new(),
-            transition: Some(crate::store::TurnTransition::Stop(crate::store::TurnEnd {
-                seq: next,
-                at,
-                status: crate::model::TurnStatus::Completed,
-                stop_reason: StopReason::EndTurn,
-                error: None,
-                usage: Usage::default(),
-                run_status: None,
-                event: crate::model::WebhookEvent::TurnCompleted,
-                started: None,
-            })),
-        };
-        store.append_events(&[ended], &process).await.unwrap();
+        store
+            .append_events(&[group(gone, next, stop())], &process)
+            .await
+            .unwrap();
 
         // All three are queued before the writer runs: one batch.
         let mut receipts = Vec::new();

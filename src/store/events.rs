@@ -358,7 +358,19 @@ impl Store {
                     }
                 }
                 let answered: Vec<(i32, TurnId)> =
-                    command.build_query_as().fetch_all(&mut *tx).await?;
+                    match command.build_query_as().fetch_all(&mut *tx).await {
+                        Ok(answered) => answered,
+                        Err(error) => {
+                            // What a statement met may be a fenced turn's (another process
+                            // ended it and took the seqs this batch was given): the fence
+                            // tells that first, as when it ran on its own before the writes.
+                            let error = StoreError::from(error);
+                            if !error.is_outage() {
+                                fence!(tx, groups, Sqlite, origin, "");
+                            }
+                            return Err(error);
+                        }
+                    };
                 let tagged = |tag| answered.iter().filter(move |(t, _)| *t == tag);
                 fenced(turns, tagged(0).map(|(_, id)| *id).collect())?;
                 if whole {
