@@ -53,25 +53,6 @@ fn turn_id(stream: &SseReader) -> String {
         .to_owned()
 }
 
-/// The turn's events through `server`, after `after` if given.
-async fn follow(
-    server: &ServerProcess,
-    token: &str,
-    session: &str,
-    turn: &str,
-    after: Option<i64>,
-) -> SseReader {
-    let mut request = reqwest::Client::new()
-        .get(server.url(&format!("/sessions/{session}/turns/{turn}/events")))
-        .bearer_auth(token);
-    if let Some(after) = after {
-        request = request.header("Last-Event-ID", after.to_string());
-    }
-    let response = request.send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    SseReader::new(response)
-}
-
 /// Cancels a turn through `server` and returns the turn as the cancel answered it.
 async fn cancel(server: &ServerProcess, token: &str, session: &str, turn: &str) -> Value {
     let reply = reqwest::Client::new()
@@ -99,7 +80,8 @@ fn assert_increasing(frames: &[Frame]) {
 
 /// The turn's whole log as `server` replays it once the turn ended.
 async fn replay(server: &ServerProcess, token: &str, session: &str, turn: &str) -> Vec<Frame> {
-    follow(server, token, session, turn, None)
+    server
+        .follow_turn(token, session, turn, None)
         .await
         .until_turn_stop()
         .await
@@ -119,14 +101,14 @@ async fn a_turn_on_one_process_is_followed_live_from_the_start_and_mid_turn_on_t
     let mut on_a = a.stream_turn(token, &session, &"k".repeat(60)).await;
     let turn = turn_id(&on_a);
     // B follows from the turn's first event while the turn runs on A.
-    let mut on_b = follow(&b, token, &session, &turn, None).await;
+    let mut on_b = b.follow_turn(token, &session, &turn, None).await;
     let mut seen_a = Vec::new();
     for _ in 0..12 {
         seen_a.push(on_a.next().await.unwrap());
     }
     // C joins mid-turn with the last id it saw.
     let cursor = seen_a.last().unwrap().id.unwrap();
-    let on_c = follow(&c, token, &session, &turn, Some(cursor));
+    let on_c = c.follow_turn(token, &session, &turn, Some(cursor));
     let mut on_c = on_c.await;
     let first_on_b = on_b.next().await.unwrap();
     let first_on_c = on_c.next().await.unwrap();
@@ -308,7 +290,7 @@ async fn a_killed_processs_turn_is_ended_once_by_another_and_its_replacement_lea
     let session = a.create_session(token, "slow").await;
     let on_a = a.stream_turn(token, &session, &"k".repeat(400)).await;
     let turn = turn_id(&on_a);
-    let mut on_b = follow(&b, token, &session, &turn, None).await;
+    let mut on_b = b.follow_turn(token, &session, &turn, None).await;
     for _ in 0..5 {
         on_b.next().await.unwrap();
     }
@@ -359,7 +341,7 @@ async fn a_rolling_restart_ends_every_turn_once_and_followers_on_the_new_process
     let new = cluster.start(&[]);
     let mut followers = Vec::new();
     for (session, turn, _) in &turns {
-        followers.push(follow(&new, token, session, turn, None).await);
+        followers.push(new.follow_turn(token, session, turn, None).await);
     }
     old.terminate();
     // Draining: no new turns, and readiness says so.

@@ -35,16 +35,11 @@ async fn a_killed_server_interrupts_the_turn_on_restart_and_loses_nothing_sent()
     assert_eq!(record["status"], "interrupted");
     assert_eq!(record["error"]["code"], "interrupted");
 
-    let replay = SseReader::new(
-        reqwest::Client::new()
-            .get(server.url(&format!("/sessions/{session}/turns/{turn}/events")))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .collect()
-    .await;
+    let replay = server
+        .follow_turn(&token, &session, &turn, None)
+        .await
+        .collect()
+        .await;
     assert_eq!(
         replay[..received.len()],
         received[..],
@@ -361,16 +356,11 @@ async fn a_server_killed_under_load_loses_no_acknowledged_turn() {
                 .get_json(&token, &format!("/sessions/{session}/turns/{turn}"))
                 .await;
             assert_eq!(record["status"], "completed", "{record}");
-            let replay = crate::sse::SseReader::new(
-                reqwest::Client::new()
-                    .get(server.url(&format!("/sessions/{session}/turns/{turn}/events")))
-                    .bearer_auth(&token)
-                    .send()
-                    .await
-                    .unwrap(),
-            )
-            .collect()
-            .await;
+            let replay = server
+                .follow_turn(&token, session, turn, None)
+                .await
+                .collect()
+                .await;
             let last = replay.last().expect("the turn's events");
             assert_eq!(last.event, "turn_stop");
             assert_eq!(last.data["stopReason"], "end_turn");

@@ -192,6 +192,25 @@ impl ServerProcess {
         SseReader::new(response)
     }
 
+    /// A turn's events from the log, after `after` if given (`Last-Event-ID`).
+    pub async fn follow_turn(
+        &self,
+        token: &str,
+        session: &str,
+        turn: &str,
+        after: Option<i64>,
+    ) -> SseReader {
+        let mut request = reqwest::Client::new()
+            .get(self.url(&format!("/sessions/{session}/turns/{turn}/events")))
+            .bearer_auth(token);
+        if let Some(after) = after {
+            request = request.header("Last-Event-ID", after.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK);
+        SseReader::new(response)
+    }
+
     /// The JSON body of a GET.
     pub async fn get_json(&self, token: &str, path: &str) -> serde_json::Value {
         reqwest::Client::new()

@@ -339,19 +339,11 @@ async fn fill_and_free(db: TestDb, fs: &Tmpfs, readiness: Readiness) {
             ended_unstored += 1;
         }
         assert_one_terminal_event_last(&deployment.db, &turn.turn).await;
-        let replay = SseReader::new(
-            reqwest::Client::new()
-                .get(server.url(&format!(
-                    "/sessions/{}/turns/{}/events",
-                    turn.session, turn.turn
-                )))
-                .bearer_auth(&token)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .until_turn_stop()
-        .await;
+        let replay = server
+            .follow_turn(&token, &turn.session, &turn.turn, None)
+            .await
+            .until_turn_stop()
+            .await;
         // (Deltas of a message a failure left open are stored singly: compare runs.)
         assert_eq!(
             coalesced(&live),

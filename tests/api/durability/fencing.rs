@@ -17,18 +17,6 @@ use crate::sse::SseReader;
 /// Sessions with a running turn each in a round.
 const TURNS_PER_ROUND: usize = 2;
 
-/// The turn's events through `server`, from its start.
-async fn follow(server: &ServerProcess, token: &str, session: &str, turn: &str) -> SseReader {
-    let response = reqwest::Client::new()
-        .get(server.url(&format!("/sessions/{session}/turns/{turn}/events")))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    SseReader::new(response)
-}
-
 /// Waits (up to 60 s) until `server` logged a line holding every needle.
 async fn logged_all(server: &ServerProcess, needles: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -107,7 +95,7 @@ async fn replayed(
     session: &str,
     turn: &str,
 ) -> (Value, String) {
-    let mut replay = follow(server, token, session, turn).await;
+    let mut replay = server.follow_turn(token, session, turn, None).await;
     let frames = within("a replay", replay.until_turn_stop()).await;
     let text = frames
         .iter()
@@ -200,7 +188,7 @@ async fn start_turns(
         // 400 characters at 50 ms each: still running when the fault comes.
         let stream = server.stream_turn(token, &session, &"k".repeat(400)).await;
         let turn = turn_id(&stream);
-        let mut on_follower = follow(follower, token, &session, &turn).await;
+        let mut on_follower = follower.follow_turn(token, &session, &turn, None).await;
         for _ in 0..3 {
             on_follower.next().await.unwrap();
         }
