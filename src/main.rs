@@ -25,10 +25,12 @@ fn main() {
 
 /// Background threads purge what was freed after a second, whether or not the process
 /// allocates again (without them jemalloc purges only when a thread allocates: an idle
-/// server kept 101–122 MB after the same bursts). Left as they are when `_RJEM_MALLOC_CONF`
-/// is set (an operator's choice, e.g. `background_thread:true,dirty_decay_ms:0`).
+/// server kept 101–122 MB after the same bursts). jemalloc also serves the C library's
+/// `malloc` (SQLite's page caches and statements), so those pages are purged alike. Left as
+/// they are when `MALLOC_CONF` is set (an operator's choice, e.g.
+/// `background_thread:true,dirty_decay_ms:0`).
 fn return_freed_memory() {
-    if std::env::var_os("_RJEM_MALLOC_CONF").is_some() {
+    if std::env::var_os("MALLOC_CONF").is_some() {
         return;
     }
     let dirty_decay_ms: isize = 1000;
