@@ -13,7 +13,7 @@ use super::turns::{HISTORY_CHUNK, HistoryRow, insert_history, push_history};
 use super::webhook_outbox::{
     ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, STOP_TURNS, STOP_TURNS_WHERE, StopMessages,
 };
-use super::{Db, Store, StoreError, sqlite_command, with_db};
+use super::{Db, Store, StoreError, with_db};
 use crate::model::{
     Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, StopReason, TenantId,
     TurnError, TurnId, TurnStatus, Usage, WebhookEvent,
@@ -309,81 +309,80 @@ impl Store {
         match &self.db {
             Db::Sqlite(pools) => {
                 let hooked = self.webhook_tenants.loaded(&pools.read).await?;
+                let mut tx = pools.write.begin().await?;
                 // Every statement is a round trip to the connection's thread: the batch
-                // goes as one command of several statements. A batch with a run's status
-                // or a webhook message to queue sends its turns' changes after, one
-                // statement each (`append_rest!`), in a transaction of its own.
+                // goes as one command of several statements, each answering what it
+                // checks as tagged rows (0: a fenced turn held, 1: started, 2: stopped).
+                // A batch with a run's status or a webhook message to queue sends its
+                // turns' changes after, one statement each (`append_rest!`).
                 let whole = groups.iter().all(|group| {
                     group.run.is_none()
                         && !(matches!(group.transition, Some(TurnTransition::Stop(_)))
                             && hooked.may_have_endpoints(&group.tenant))
                 });
                 let turns = batch_turns(groups);
+                let mut command = QueryBuilder::<Sqlite>::new("");
+                for chunk in turns.chunks(INSERT_CHUNK) {
+                    push_fence!(command, origin, chunk);
+                    command.push(";\n");
+                }
+                for chunk in coalesced_ranges(groups).chunks(INSERT_CHUNK) {
+                    push_delete!(command, chunk);
+                    command.push(";\n");
+                }
+                for chunk in rows.chunks(INSERT_CHUNK) {
+                    command.push(INSERT_EVENTS);
+                    command.push_values(chunk, |mut b, row| {
+                        b.push_bind(row.session)
+                            .push_bind(row.seq)
+                            .push_bind(row.turn)
+                            .push_bind(row.kind)
+                            .push_bind(row.data.as_str())
+                            .push_bind(Stamp(*row.created_at));
+                    });
+                    command.push(";\n");
+                }
+                let (starts, stops) = transitions(groups);
                 if whole {
-                    // `BEGIN`, the statements and `COMMIT` in one command: guards refuse it
-                    // when a turn is not held (fenced), or a start or a stop finds its turn
-                    // changed (stale).
-                    let mut command = sqlite_command::begin();
-                    for chunk in turns.chunks(INSERT_CHUNK) {
-                        sqlite_command::push_guard(&mut command);
-                        command.push("(SELECT count(*) FROM (");
-                        push_fence!(command, origin, chunk);
-                        command.push(format!(")) < {};\n", chunk.len()));
-                    }
-                    push_writes!(command, groups, rows);
                     for chunk in history_rows(groups).chunks(HISTORY_CHUNK) {
                         push_history!(command, chunk);
                         command.push(";\n");
                     }
-                    let (starts, stops) = transitions(groups);
                     if !starts.is_empty() {
                         push_starts!(command, starts);
-                        command.push(";\n");
-                        sqlite_command::push_guard(&mut command);
-                        command.push(format!("changes() < {};\n", starts.len()));
+                        command.push(" RETURNING 1, id;\n");
                     }
                     if !stops.is_empty() {
                         push_stops!(command, stops);
-                        command.push(";\n");
-                        sqlite_command::push_guard(&mut command);
-                        command.push(format!("changes() < {}", stops.len()));
+                        command.push(" RETURNING 2, id;\n");
                     }
-                    if let Err(error) = sqlite_command::commit(&pools.write, command).await {
-                        // What refused it, or what a statement met, may be a fenced turn's
-                        // (another process ended it and took the seqs this batch was
-                        // given): the fence tells that first.
-                        let refused = sqlite_command::is_refusal(&error);
-                        let error = StoreError::from(error);
-                        if refused || !error.is_outage() {
-                            let mut conn = pools.write.acquire().await?;
-                            fence!(conn, groups, Sqlite, origin, "");
+                }
+                let answered: Vec<(i32, TurnId)> =
+                    match command.build_query_as().fetch_all(&mut *tx).await {
+                        Ok(answered) => answered,
+                        Err(error) => {
+                            // What a statement met may be a fenced turn's (another process
+                            // ended it and took the seqs this batch was given): the fence
+                            // tells that first, as when it ran on its own before the writes.
+                            let error = StoreError::from(error);
+                            if !error.is_outage() {
+                                fence!(tx, groups, Sqlite, origin, "");
+                            }
+                            return Err(error);
                         }
-                        return Err(if refused { StoreError::Stale } else { error });
+                    };
+                let tagged = |tag| answered.iter().filter(move |(t, _)| *t == tag);
+                fenced(turns, tagged(0).map(|(_, id)| *id).collect())?;
+                if whole {
+                    // A turn starts only while it waits or runs, and ends once (see
+                    // `append_rest!`): else the batch is refused.
+                    if tagged(1).count() < starts.len() || tagged(2).count() < stops.len() {
+                        return Err(StoreError::Stale);
                     }
                 } else {
-                    let mut tx = pools.write.begin().await?;
-                    let mut command = QueryBuilder::<Sqlite>::new("");
-                    for chunk in turns.chunks(INSERT_CHUNK) {
-                        push_fence!(command, origin, chunk);
-                        command.push(";\n");
-                    }
-                    push_writes!(command, groups, rows);
-                    let answered: Vec<(i32, TurnId)> =
-                        match command.build_query_as().fetch_all(&mut *tx).await {
-                            Ok(answered) => answered,
-                            Err(error) => {
-                                // As above: a fenced turn's is told first.
-                                let error = StoreError::from(error);
-                                if !error.is_outage() {
-                                    fence!(tx, groups, Sqlite, origin, "");
-                                }
-                                return Err(error);
-                            }
-                        };
-                    fenced(turns, answered.into_iter().map(|(_, id)| id).collect())?;
                     append_rest!(tx, groups, Sqlite, enqueued, false, hooked);
-                    tx.commit().await?;
                 }
+                tx.commit().await?;
             }
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
@@ -583,30 +582,6 @@ fn transitions(groups: &[AppendGroup]) -> (Starts<'_>, Stops<'_>) {
     }
     (starts, stops)
 }
-
-/// Pushes the statements removing the single deltas the batch's coalesced deltas replace
-/// and inserting its event rows, each ended by `;`.
-macro_rules! push_writes {
-    ($b:ident, $groups:expr, $rows:expr) => {
-        for chunk in coalesced_ranges($groups).chunks(INSERT_CHUNK) {
-            push_delete!($b, chunk);
-            $b.push(";\n");
-        }
-        for chunk in $rows.chunks(INSERT_CHUNK) {
-            $b.push(INSERT_EVENTS);
-            $b.push_values(chunk, |mut b, row| {
-                b.push_bind(row.session)
-                    .push_bind(row.seq)
-                    .push_bind(row.turn)
-                    .push_bind(row.kind)
-                    .push_bind(row.data.as_str())
-                    .push_bind(Stamp(*row.created_at));
-            });
-            $b.push(";\n");
-        }
-    };
-}
-use push_writes;
 
 /// Pushes the fence's statement for `$turns` onto the query builder `$b`: one row
 /// `(0, id)` per turn still queued or running and owned by `$origin`.

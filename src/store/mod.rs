@@ -37,7 +37,6 @@ mod runs;
 mod schedules;
 mod session_events;
 mod sessions;
-mod sqlite_command;
 mod stamp;
 mod tenants;
 mod tokens;
@@ -354,14 +353,6 @@ impl Store {
                     timeout.max(Duration::from_millis(settings.sqlite_busy_timeout_ms)),
                 )
                 .after_release(|conn, _| Box::pin(async move { Ok(keep_after_release(conn)) }))
-                .after_connect(|conn, _| {
-                    Box::pin(async move {
-                        sqlx::query(sqlite_command::CREATE_REFUSED)
-                            .execute(conn)
-                            .await
-                            .map(|_| ())
-                    })
-                })
                 .connect_with(options.clone())
                 .await?;
             let read = SqlitePoolOptions::new()

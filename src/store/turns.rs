@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use super::Stamp;
 use super::keyset::Keyset;
 use super::runs::admit_run;
-use super::{Page, RunLink, Store, StoreError, sqlite_command, with_db, with_writer};
+use super::{Page, RunLink, Store, StoreError, with_db, with_writer};
 use crate::model::{
     HistoryMessage, ProcessId, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError,
     TurnId, Usage, scrub_nul,
@@ -292,23 +292,22 @@ impl Store {
                 && input.len() <= HISTORY_CHUNK;
             if plain {
                 // Every statement is a round trip to the connection's thread: the turn
-                // and its input go as one transaction in one command; a turn not written
-                // (the session is not as remembered) refuses it.
+                // and its input go as one command, the turn's row answering `0` if written.
                 let written = super::bounded(self.timeout, async {
-                    let mut command = sqlite_command::begin();
+                    let mut tx = pools.write.begin().await?;
+                    let mut command = sqlx::QueryBuilder::<sqlx::Sqlite>::new("");
                     push_insert_turn!(command, tenant, turn, owner, permissions, remembered);
-                    command.push(";\n");
-                    sqlite_command::push_guard(&mut command);
-                    command.push("changes() = 0");
+                    command.push(" RETURNING 0");
                     if !input.is_empty() {
                         command.push(";\n");
                         push_history!(command, &input);
                     }
-                    match sqlite_command::commit(&pools.write, command).await {
-                        Ok(()) => Ok(false),
-                        Err(error) if sqlite_command::is_refusal(&error) => Err(StoreError::Stale),
-                        Err(error) => Err(StoreError::from(error)),
+                    let written: Vec<(i32,)> = command.build_query_as().fetch_all(&mut *tx).await?;
+                    if written.is_empty() {
+                        return Err(StoreError::Stale);
                     }
+                    tx.commit().await?;
+                    Ok(false)
                 })
                 .await;
                 self.note_write(&written);

@@ -86,9 +86,8 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
     let of_turn_statements = statements(&of_turn);
     assert!(of_turn_statements.is_empty(), "{of_turn_statements:#?}");
     // Its request: the turn and its input, in one transaction: on SQLite one command to
-    // the connection's thread that holds the transaction's `BEGIN`, both statements and
-    // its `COMMIT`; on PostgreSQL with the claim of the slot between them (an advisory lock
-    // and this one statement).
+    // the connection's thread that holds both statements; on PostgreSQL with the claim of
+    // the slot between them (an advisory lock and this one statement).
     let of_tenant: Vec<String> = statements(&records(from, "tenant_id", &tenant));
     let expected: Vec<&[&str]> = if db_is_postgres {
         vec![
@@ -97,12 +96,7 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
             &["INSERT INTO history"],
         ]
     } else {
-        vec![&[
-            "BEGIN",
-            "INSERT INTO turns",
-            "INSERT INTO history",
-            "COMMIT",
-        ]]
+        vec![&["INSERT INTO turns", "INSERT INTO history"]]
     };
     assert_eq!(of_tenant.len(), expected.len(), "{of_tenant:#?}");
     for (statement, parts) in of_tenant.iter().zip(&expected) {
