@@ -683,26 +683,10 @@ mod tests {
         }
     }
 
-    /// A group of one event at `seq`, stopping the turn if the event is its stop.
+    /// A group of one event at `seq`, with the transition the writer would decide for it
+    /// (a `turn_stop` ends the turn).
     fn group(turn: &Turn, seq: i64, data: EventData) -> crate::store::AppendGroup {
-        let at = crate::model::now();
-        let transition = match &data {
-            EventData::TurnStop { stop_reason, .. } => {
-                Some(crate::store::TurnTransition::Stop(crate::store::TurnEnd {
-                    seq,
-                    at,
-                    status: crate::model::TurnStatus::Completed,
-                    stop_reason: *stop_reason,
-                    error: None,
-                    usage: Usage::default(),
-                    run_status: None,
-                    event: crate::model::WebhookEvent::TurnCompleted,
-                    started: None,
-                }))
-            }
-            _ => None,
-        };
-        crate::store::AppendGroup {
+        let mut group = crate::store::AppendGroup {
             tenant: turn.tenant_id,
             session: turn.session_id,
             turn: turn.id,
@@ -712,12 +696,14 @@ mod tests {
                 seq,
                 turn_id: Some(turn.id),
                 data,
-                created_at: at,
+                created_at: crate::model::now(),
             }],
             coalesced: Vec::new(),
             history: Vec::new(),
-            transition,
-        }
+            transition: None,
+        };
+        super::super::transitions::decide(std::slice::from_mut(&mut group));
+        group
     }
 
     /// A batch of a turn another process ended, whose events take the seqs that process's
