@@ -34,7 +34,7 @@ mod sessions;
 mod tenant_agents;
 mod tenants;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod transitions;
 mod turn_control;
 mod turn_log;

@@ -54,17 +54,34 @@ pub async fn test_store_with(layers: &[&str]) -> (Store, Settings, Option<tempfi
         }
         _ => {
             let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite://{}", dir.path().join("agentry.db").display());
-            (url, Some(dir))
+            (sqlite_url(&dir), Some(dir))
         }
     };
+    let (store, settings) = store_at(&url, layers).await;
+    (store, settings, dir)
+}
+
+fn sqlite_url(dir: &tempfile::TempDir) -> String {
+    format!("sqlite://{}", dir.path().join("agentry.db").display())
+}
+
+/// A migrated store on the database at `url`, with the settings `layers` make.
+async fn store_at(url: &str, layers: &[&str]) -> (Store, Settings) {
     let database = format!("[database]\nurl = \"{url}\"\n");
     let mut all = vec![database.as_str()];
     all.extend_from_slice(layers);
     let settings = Settings::from_toml_layers(&all).unwrap();
     let store = Store::connect(&settings.database).await.unwrap();
     store.migrate().await.unwrap();
-    (store, settings, dir)
+    (store, settings)
+}
+
+/// A migrated store on a new SQLite file whichever backend the tests run on, for what
+/// only SQLite does.
+pub async fn sqlite_store() -> (Store, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store_at(&sqlite_url(&dir), &[]).await;
+    (store, dir)
 }
 
 /// [`test_store_with`] the default settings.

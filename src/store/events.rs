@@ -9,10 +9,11 @@ use sqlx::{QueryBuilder, Sqlite};
 use super::Stamp;
 use super::notify::{event_payloads, notify_events};
 use super::runs::update_run_status;
-use super::turns::{HISTORY_CHUNK, HistoryRow, insert_history, push_history};
+use super::turns::{HistoryRow, history_values, insert_history};
 use super::webhook_outbox::{
     ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, STOP_TURNS, STOP_TURNS_WHERE, StopMessages,
 };
+use super::writes::{Refused, Writes};
 use super::{Db, Store, StoreError, with_db};
 use crate::model::{
     Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, StopReason, TenantId,
@@ -309,98 +310,47 @@ impl Store {
         match &self.db {
             Db::Sqlite(pools) => {
                 let hooked = self.webhook_tenants.loaded(&pools.read).await?;
-                let mut tx = pools.write.begin().await?;
-                // Every statement is a round trip to the connection's thread: the batch
-                // goes as one command of several statements, each answering what it
-                // checks as tagged rows (0: a fenced turn held, 1: started, 2: stopped).
-                // A batch with a run's status or a webhook message to queue sends its
-                // turns' changes after, one statement each (`append_rest!`).
+                // A batch with a run's status to follow, or a webhook message to queue,
+                // sends its turns' changes one statement each (`append_rest!`); any other
+                // is one statement (see `writes.rs`).
                 let whole = groups.iter().all(|group| {
                     group.run.is_none()
                         && !(matches!(group.transition, Some(TurnTransition::Stop(_)))
                             && hooked.may_have_endpoints(&group.tenant))
                 });
-                let turns = batch_turns(groups);
-                let mut command = QueryBuilder::<Sqlite>::new("");
-                for chunk in turns.chunks(INSERT_CHUNK) {
-                    push_fence!(command, origin, chunk);
-                    command.push(";\n");
-                }
-                for chunk in coalesced_ranges(groups).chunks(INSERT_CHUNK) {
-                    push_delete!(command, chunk);
-                    command.push(";\n");
-                }
-                for chunk in rows.chunks(INSERT_CHUNK) {
-                    command.push(INSERT_EVENTS);
-                    command.push_values(chunk, |mut b, row| {
-                        b.push_bind(row.session)
-                            .push_bind(row.seq)
-                            .push_bind(row.turn)
-                            .push_bind(row.kind)
-                            .push_bind(row.data.as_str())
-                            .push_bind(Stamp(*row.created_at));
-                    });
-                    command.push(";\n");
-                }
-                let (starts, stops) = transitions(groups);
                 if whole {
-                    for chunk in history_rows(groups).chunks(HISTORY_CHUNK) {
-                        push_history!(command, chunk);
-                        command.push(";\n");
-                    }
-                    if !starts.is_empty() {
-                        push_starts!(command, starts);
-                        command.push(" RETURNING 1, id;\n");
-                    }
-                    if !stops.is_empty() {
-                        push_stops!(command, stops);
-                        command.push(" RETURNING 2, id;\n");
-                    }
-                }
-                let answered: Vec<(i32, TurnId)> =
-                    match command.build_query_as().fetch_all(&mut *tx).await {
-                        Ok(answered) => answered,
-                        Err(error) => {
-                            // What a statement met may be a fenced turn's (another process
-                            // ended it and took the seqs this batch was given): the fence
-                            // tells that first, as when it ran on its own before the writes.
-                            let error = StoreError::from(error);
-                            if !error.is_outage() {
-                                fence!(tx, groups, Sqlite, origin, "");
-                            }
-                            return Err(error);
+                    let written = batch_writes(groups, &rows, origin)
+                        .execute(&pools.write)
+                        .await;
+                    if let Err(error) = written {
+                        // Which turns a refusal, or what a statement met, was about (another
+                        // process may have ended a turn and taken the seqs this batch was
+                        // given): the fence names them.
+                        let refused = Refused::of(&error);
+                        let error = StoreError::from(error);
+                        if !error.is_outage() {
+                            let mut connection = pools.write.acquire().await?;
+                            fence!(connection, groups, Sqlite, origin, "");
                         }
-                    };
-                let tagged = |tag| answered.iter().filter(move |(t, _)| *t == tag);
-                fenced(turns, tagged(0).map(|(_, id)| *id).collect())?;
-                if whole {
-                    // A turn starts only while it waits or runs, and ends once (see
-                    // `append_rest!`): else the batch is refused.
-                    if tagged(1).count() < starts.len() || tagged(2).count() < stops.len() {
-                        return Err(StoreError::Stale);
+                        return Err(match refused {
+                            Some(Refused::Stale) => StoreError::Stale,
+                            _ => error,
+                        });
                     }
                 } else {
+                    let mut tx = pools.write.begin().await?;
+                    fence!(tx, groups, Sqlite, origin, "");
+                    delete_coalesced!(tx, groups, Sqlite);
+                    insert_events!(tx, rows, Sqlite, "");
                     append_rest!(tx, groups, Sqlite, enqueued, false, hooked);
+                    tx.commit().await?;
                 }
-                tx.commit().await?;
             }
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
                 fence!(tx, groups, sqlx::Postgres, origin, " FOR UPDATE");
                 delete_coalesced!(tx, groups, sqlx::Postgres);
-                for chunk in rows.chunks(INSERT_CHUNK) {
-                    let mut insert = QueryBuilder::<sqlx::Postgres>::new(INSERT_EVENTS);
-                    insert.push_values(chunk, |mut b, row| {
-                        b.push_bind(row.session)
-                            .push_bind(row.seq)
-                            .push_bind(row.turn)
-                            .push_bind(row.kind)
-                            .push_bind(row.data.as_str())
-                            .push_unseparated("::jsonb")
-                            .push_bind(Stamp(*row.created_at));
-                    });
-                    insert.build().execute(&mut *tx).await?;
-                }
+                insert_events!(tx, rows, sqlx::Postgres, "::jsonb");
                 append_rest!(
                     tx,
                     groups,
@@ -514,6 +464,60 @@ impl Store {
         }
         Ok(events)
     }
+}
+
+/// A batch as rows of [`Writes`] (SQLite), in the order they must run: the fence of its
+/// turns, the single deltas its coalesced ones replace, its events, its history messages,
+/// its turns' starts and ends.
+fn batch_writes(groups: &[AppendGroup], rows: &[NewRow<'_>], origin: &ProcessId) -> Writes {
+    let mut writes = Writes::default();
+    for turn in batch_turns(groups) {
+        writes.row("fence", |row| {
+            row.bind(turn).bind(origin);
+        });
+    }
+    for (session, first, last) in coalesced_ranges(groups) {
+        writes.row("unevent", |row| {
+            row.bind(session).bind(first).bind(last);
+        });
+    }
+    for event in rows {
+        writes.row("event", |row| {
+            row.bind(event.session)
+                .bind(event.seq)
+                .bind(event.turn)
+                .bind(event.kind)
+                .bind(event.data.as_str())
+                .bind(Stamp(*event.created_at));
+        });
+    }
+    for message in history_rows(groups) {
+        writes.row("history", |row| history_values(row, &message));
+    }
+    let (starts, stops) = transitions(groups);
+    for (group, seq, at) in starts {
+        writes.row("start", |row| {
+            row.bind(group.turn)
+                .bind(group.tenant)
+                .bind(Stamp(at))
+                .bind(seq);
+        });
+    }
+    for (group, end) in stops {
+        writes.row("stop", |row| {
+            row.bind(group.turn)
+                .bind(group.tenant)
+                .bind(end.status.as_str())
+                .bind(end.stop_reason.as_str())
+                .bind(end.error.as_ref().map(Json))
+                .bind(Json(&end.usage))
+                .bind(Stamp(end.at))
+                .bind(end.seq)
+                .bind(end.started.map(|(_, at)| Stamp(at)))
+                .bind(end.started.map(|(seq, _)| seq));
+        });
+    }
+    writes
 }
 
 /// The turns of a batch, each once, in order.
@@ -821,6 +825,27 @@ macro_rules! fence {
     };
 }
 use fence;
+
+/// Inserts the events `$rows` ([`NewRow`]s), one multi-row statement per [`INSERT_CHUNK`],
+/// the data cast with `$cast`.
+macro_rules! insert_events {
+    ($tx:ident, $rows:expr, $db:ty, $cast:expr) => {
+        for chunk in $rows.chunks(INSERT_CHUNK) {
+            let mut insert = QueryBuilder::<$db>::new(INSERT_EVENTS);
+            insert.push_values(chunk, |mut b, row| {
+                b.push_bind(row.session)
+                    .push_bind(row.seq)
+                    .push_bind(row.turn)
+                    .push_bind(row.kind)
+                    .push_bind(row.data.as_str())
+                    .push_unseparated($cast)
+                    .push_bind(Stamp(*row.created_at));
+            });
+            insert.build().execute(&mut *$tx).await?;
+        }
+    };
+}
+use insert_events;
 
 /// Removes the single deltas the groups' coalesced deltas replace (stored by earlier
 /// appends), in one statement.

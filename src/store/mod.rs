@@ -45,6 +45,7 @@ mod usage;
 mod webhook_deliveries;
 mod webhook_outbox;
 mod webhooks;
+mod writes;
 
 pub use agents::AgentChange;
 pub use compaction::CompactedView;

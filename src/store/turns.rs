@@ -6,6 +6,7 @@ use sqlx::types::Json;
 use super::Stamp;
 use super::keyset::Keyset;
 use super::runs::admit_run;
+use super::writes::{Refused, Row as WriteRow, Writes};
 use super::{Page, RunLink, Store, StoreError, with_db, with_writer};
 use crate::model::{
     HistoryMessage, ProcessId, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError,
@@ -113,6 +114,15 @@ macro_rules! push_history {
     };
 }
 pub(super) use push_history;
+
+/// The values of a `history` row of [`Writes`] (SQLite).
+pub(super) fn history_values(row: &mut WriteRow<'_>, message: &HistoryRow<'_>) {
+    row.bind(message.session)
+        .bind(message.tenant)
+        .bind(Json(message.message))
+        .bind(Stamp(message.created_at))
+        .bind(message.turn);
+}
 
 /// Appends `$rows` (a `Vec` of [`HistoryRow`]s, in order) to their sessions' histories, one
 /// statement per [`HISTORY_CHUNK`] rows, on either backend's transaction.
@@ -291,22 +301,43 @@ impl Store {
                 && session_update.is_none()
                 && input.len() <= HISTORY_CHUNK;
             if plain {
-                // Every statement is a round trip to the connection's thread: the turn
-                // and its input go as one command, the turn's row answering `0` if written.
+                // The check of what this process remembers, the turn and its input as one
+                // statement (see `writes.rs`).
+                let mut writes = Writes::default();
+                if let Some(remembered) = remembered {
+                    writes.row("remembered", |row| {
+                        row.bind(turn.session_id)
+                            .bind(tenant)
+                            .bind(Stamp(remembered.updated_at))
+                            .bind(remembered.compacted_through.unwrap_or(-1))
+                            .bind(remembered.history_len);
+                    });
+                }
+                writes.row("turn", |row| {
+                    row.bind(turn.id)
+                        .bind(tenant)
+                        .bind(turn.session_id)
+                        .bind(turn.run_id)
+                        .bind(turn.status.as_str())
+                        .bind(turn.stream.as_str())
+                        .bind(Json(&turn.usage))
+                        .bind(&turn.idempotency_key)
+                        .bind(&turn.request_hash)
+                        .bind(Stamp(turn.created_at))
+                        .bind(owner)
+                        .bind(permissions.map(Json))
+                        .bind(&turn.trace_parent);
+                });
+                for message in &input {
+                    writes.row("history", |row| history_values(row, message));
+                }
                 let written = super::bounded(self.timeout, async {
-                    let mut tx = pools.write.begin().await?;
-                    let mut command = sqlx::QueryBuilder::<sqlx::Sqlite>::new("");
-                    push_insert_turn!(command, tenant, turn, owner, permissions, remembered);
-                    command.push(" RETURNING 0");
-                    if !input.is_empty() {
-                        command.push(";\n");
-                        push_history!(command, &input);
-                    }
-                    let written: Vec<(i32,)> = command.build_query_as().fetch_all(&mut *tx).await?;
-                    if written.is_empty() {
-                        return Err(StoreError::Stale);
-                    }
-                    tx.commit().await?;
+                    writes.execute(&pools.write).await.map_err(|error| {
+                        match Refused::of(&error) {
+                            Some(_) => StoreError::Stale,
+                            None => StoreError::from(error),
+                        }
+                    })?;
                     Ok(false)
                 })
                 .await;

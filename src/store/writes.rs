@@ -11,8 +11,11 @@ use sqlx::{Encode, QueryBuilder, Sqlite, SqlitePool, Type};
 /// Value columns after `op`.
 const COLUMNS: usize = 13;
 
-/// Rows per statement: at most [`COLUMNS`] binds each, well under SQLite's 32,766.
-const ROWS_PER_STATEMENT: usize = 2_000;
+/// Rows per statement: `1 + COLUMNS` binds each, under SQLite's 32,766.
+const ROWS_PER_STATEMENT: usize = 2_048;
+
+/// Statements of at most this many rows are kept prepared by the connection.
+const KEPT_ROWS: usize = 64;
 
 const INSERT_WRITES: &str = "INSERT INTO writes \
      (op, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13) VALUES ";
@@ -42,6 +45,12 @@ impl Refused {
 }
 
 /// The rows of one or more `INSERT INTO writes` statements, in order.
+///
+/// Every value is a bound parameter, the operation's name included, and a statement's rows
+/// are padded up to a power of two with rows of no operation (no trigger takes them): the
+/// text of a statement depends only on that number, so the connection keeps a handful
+/// prepared (those of up to [`KEPT_ROWS`] rows) instead of one per mix of operations, each
+/// with its compiled triggers.
 #[derive(Default)]
 pub(super) struct Writes {
     statements: Vec<QueryBuilder<Sqlite>>,
@@ -74,6 +83,7 @@ impl Writes {
     /// Pushes a row of the operation `op` with the values `values` binds.
     pub(super) fn row(&mut self, op: &'static str, values: impl FnOnce(&mut Row<'_>)) {
         if self.statements.is_empty() || self.rows == ROWS_PER_STATEMENT {
+            self.pad();
             self.statements.push(QueryBuilder::new(INSERT_WRITES));
             self.rows = 0;
         }
@@ -82,30 +92,51 @@ impl Writes {
             builder.push(", ");
         }
         self.rows += 1;
-        builder.push("('").push(op).push("'");
+        builder.push("(").push_bind(op);
         let mut row = Row {
             builder,
             columns: 0,
         };
         values(&mut row);
         for _ in row.columns..COLUMNS {
-            row.builder.push(", NULL");
+            row.bind(None::<i64>);
         }
         row.builder.push(")");
+    }
+
+    /// Pads the last statement's rows up to a power of two.
+    fn pad(&mut self) {
+        let Some(builder) = self.statements.last_mut() else {
+            return;
+        };
+        for _ in self.rows..self.rows.next_power_of_two() {
+            builder.push(", (").push_bind(None::<&str>);
+            for _ in 0..COLUMNS {
+                builder.push(", ").push_bind(None::<i64>);
+            }
+            builder.push(")");
+        }
+        self.rows = self.rows.next_power_of_two();
     }
 
     /// Runs the rows: one statement on its own (atomic by itself), several in one
     /// transaction.
     pub(super) async fn execute(mut self, pool: &SqlitePool) -> Result<(), sqlx::Error> {
+        self.pad();
+        let kept = self.statements.len() == 1 && self.rows <= KEPT_ROWS;
         if self.statements.len() <= 1 {
             if let Some(mut statement) = self.statements.pop() {
-                statement.build().execute(pool).await?;
+                statement.build().persistent(kept).execute(pool).await?;
             }
             return Ok(());
         }
         let mut tx = pool.begin().await?;
         for mut statement in self.statements {
-            statement.build().execute(&mut *tx).await?;
+            statement
+                .build()
+                .persistent(false)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await
     }
@@ -145,6 +176,37 @@ mod tests {
                     .bind(Stamp(turn.created_at));
             });
         }
+    }
+
+    /// Statements of any mix of operations whose rows round up to the same power of two have
+    /// the same text, so the connection keeps one prepared statement for all of them.
+    #[test]
+    fn statements_of_as_many_rows_padded_share_their_text() {
+        let text = |ops: &[&'static str]| {
+            let mut writes = Writes::default();
+            for op in ops {
+                writes.row(op, |row| {
+                    row.bind(1_i64);
+                });
+            }
+            writes.pad();
+            assert_eq!(writes.statements.len(), 1);
+            assert_eq!(writes.rows, ops.len().next_power_of_two());
+            writes.statements[0].sql().as_str().to_owned()
+        };
+        let mixed = text(&["fence", "event", "event", "stop", "history"]);
+        assert_eq!(
+            mixed,
+            text(&["turn", "history", "history", "history", "history"])
+        );
+        assert_eq!(
+            mixed,
+            text(&[
+                "fence", "event", "event", "event", "event", "event", "start"
+            ])
+        );
+        assert_ne!(mixed, text(&["fence"; 9]));
+        assert!(!mixed.contains("fence"), "{mixed}");
     }
 
     /// A row a trigger refuses undoes every row before it: those of its own statement, and

@@ -85,9 +85,10 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
     // admission already.
     let of_turn_statements = statements(&of_turn);
     assert!(of_turn_statements.is_empty(), "{of_turn_statements:#?}");
-    // Its request: the turn and its input, in one transaction: on SQLite one command to
-    // the connection's thread that holds both statements; on PostgreSQL with the claim of
-    // the slot between them (an advisory lock and this one statement).
+    // Its request: the turn and its input, in one transaction: on SQLite one statement of
+    // rows into `writes` (the check of the remembered session, the turn, its input); on
+    // PostgreSQL with the claim of the slot between them (an advisory lock and this one
+    // statement).
     let of_tenant: Vec<String> = statements(&records(from, "tenant_id", &tenant));
     let expected: Vec<&[&str]> = if db_is_postgres {
         vec![
@@ -96,7 +97,7 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
             &["INSERT INTO history"],
         ]
     } else {
-        vec![&["INSERT INTO turns", "INSERT INTO history"]]
+        vec![&["INSERT INTO writes"]]
     };
     assert_eq!(of_tenant.len(), expected.len(), "{of_tenant:#?}");
     for (statement, parts) in of_tenant.iter().zip(&expected) {
