@@ -505,16 +505,7 @@ fn batch_writes(groups: &[AppendGroup], rows: &[NewRow<'_>], origin: &ProcessId)
     }
     for (group, end) in stops {
         writes.row("stop", |row| {
-            row.bind(group.turn)
-                .bind(group.tenant)
-                .bind(end.status.as_str())
-                .bind(end.stop_reason.as_str())
-                .bind(end.error.as_ref().map(Json))
-                .bind(Json(&end.usage))
-                .bind(Stamp(end.at))
-                .bind(end.seq)
-                .bind(end.started.map(|(_, at)| Stamp(at)))
-                .bind(end.started.map(|(seq, _)| seq));
+            stop_values!(row, bind, group, end);
         });
     }
     writes
@@ -656,6 +647,25 @@ macro_rules! push_starts {
 }
 use push_starts;
 
+/// Binds a turn's end with `$b.$bind(…)`, in the column order of [`STOP_TURNS`]'s values
+/// (and of a `stop` row of [`Writes`]): turn, tenant, status, stop reason, error, usage,
+/// finished_at, last seq, started_at, first seq.
+macro_rules! stop_values {
+    ($b:expr, $bind:ident, $group:expr, $end:expr) => {
+        $b.$bind($group.turn)
+            .$bind($group.tenant)
+            .$bind($end.status.as_str())
+            .$bind($end.stop_reason.as_str())
+            .$bind($end.error.as_ref().map(Json))
+            .$bind(Json(&$end.usage))
+            .$bind(Stamp($end.at))
+            .$bind($end.seq)
+            .$bind($end.started.map(|(_, at)| Stamp(at)))
+            .$bind($end.started.map(|(seq, _)| seq))
+    };
+}
+use stop_values;
+
 /// Pushes the statement that ends the turns of `$stops` (see [`transitions`]) with no
 /// webhook message to queue, only those still queued or running: [`STOP_TURNS`]. Its
 /// changed rows are the turns it ended.
@@ -663,16 +673,7 @@ macro_rules! push_stops {
     ($b:ident, $stops:expr) => {
         $b.push(STOP_TURNS);
         $b.push_values(&$stops, |mut b, (group, end)| {
-            b.push_bind(group.turn)
-                .push_bind(group.tenant)
-                .push_bind(end.status.as_str())
-                .push_bind(end.stop_reason.as_str())
-                .push_bind(end.error.as_ref().map(Json))
-                .push_bind(Json(&end.usage))
-                .push_bind(Stamp(end.at))
-                .push_bind(end.seq)
-                .push_bind(end.started.map(|(_, at)| Stamp(at)))
-                .push_bind(end.started.map(|(seq, _)| seq));
+            stop_values!(b, push_bind, group, end);
         });
         $b.push(STOP_TURNS_WHERE);
         let mut ids = $b.separated(", ");

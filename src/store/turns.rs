@@ -154,6 +154,27 @@ pub struct Remembered {
     pub compacted_through: Option<i64>,
 }
 
+/// Binds a new turn's values with `$b.$bind(…)`, in the column order of its `INSERT` (and
+/// of a `turn` row of [`Writes`]): id, tenant, session, run, status, stream, usage,
+/// idempotency key, request hash, created_at, owner, permissions, trace parent.
+macro_rules! turn_values {
+    ($b:expr, $bind:ident, $tenant:expr, $turn:expr, $owner:expr, $permissions:expr) => {
+        $b.$bind($turn.id)
+            .$bind($tenant)
+            .$bind($turn.session_id)
+            .$bind($turn.run_id)
+            .$bind($turn.status.as_str())
+            .$bind($turn.stream.as_str())
+            .$bind(Json(&$turn.usage))
+            .$bind(&$turn.idempotency_key)
+            .$bind(&$turn.request_hash)
+            .$bind(Stamp($turn.created_at))
+            .$bind($owner)
+            .$bind($permissions.map(Json))
+            .$bind(&$turn.trace_parent)
+    };
+}
+
 /// Pushes the statement that records `$turn` (queued, owned by `$owner`) onto the query
 /// builder `$b`; with `$remembered`, only if the session is still as remembered (its row's
 /// last change, its compaction point and its history's length), else it writes nothing.
@@ -168,20 +189,8 @@ macro_rules! push_insert_turn {
         } else {
             "VALUES ("
         });
-        $b.separated(", ")
-            .push_bind($turn.id)
-            .push_bind($tenant)
-            .push_bind($turn.session_id)
-            .push_bind($turn.run_id)
-            .push_bind($turn.status.as_str())
-            .push_bind($turn.stream.as_str())
-            .push_bind(Json(&$turn.usage))
-            .push_bind(&$turn.idempotency_key)
-            .push_bind(&$turn.request_hash)
-            .push_bind(Stamp($turn.created_at))
-            .push_bind($owner)
-            .push_bind($permissions.map(Json))
-            .push_bind(&$turn.trace_parent);
+        let mut values = $b.separated(", ");
+        turn_values!(values, push_bind, $tenant, $turn, $owner, $permissions);
         match $remembered {
             None => {
                 $b.push(")");
@@ -314,19 +323,7 @@ impl Store {
                     });
                 }
                 writes.row("turn", |row| {
-                    row.bind(turn.id)
-                        .bind(tenant)
-                        .bind(turn.session_id)
-                        .bind(turn.run_id)
-                        .bind(turn.status.as_str())
-                        .bind(turn.stream.as_str())
-                        .bind(Json(&turn.usage))
-                        .bind(&turn.idempotency_key)
-                        .bind(&turn.request_hash)
-                        .bind(Stamp(turn.created_at))
-                        .bind(owner)
-                        .bind(permissions.map(Json))
-                        .bind(&turn.trace_parent);
+                    turn_values!(row, bind, tenant, turn, owner, permissions);
                 });
                 for message in &input {
                     writes.row("history", |row| history_values(row, message));
