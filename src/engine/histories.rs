@@ -10,7 +10,9 @@
 //!   session, enforced by the database), so the entry admission checked stays exact if the
 //!   turn adds what it makes durable, and its model steps read nothing;
 //! - an entry admission did not check is brought up to date by reading only the messages
-//!   after it (the compacted overlay again only when the compaction point moved).
+//!   after it (the compacted overlay again only when the compaction point moved); a session
+//!   not remembered at all is read whole, or, for a provider that reads only the end of
+//!   the history, from its last user message on, the rest measured by the database.
 //!
 //! Bounded by `engine.history_cache_kib` of message text over all sessions; the least
 //! recently used sessions go first, and a history larger than a quarter of it is not kept.
@@ -299,6 +301,23 @@ impl Histories {
                 return Ok(messages);
             }
             Some(known) => known,
+            // Only the end is needed: what comes before it is measured, not read.
+            None if tail_only => {
+                let tail = store.list_history_tail(tenant, id).await?;
+                if tail.compacted_through.is_none() {
+                    let mut cached = Cached::new(session.clone());
+                    cached.tail_only = true;
+                    cached.from = tail.from as usize;
+                    cached.full_bytes = tail.bytes_before as usize;
+                    cached.extend(tail.messages);
+                    debug_assert_eq!(cached.len() as u64, tail.len);
+                    cached.exact_for = Some(*turn);
+                    let messages = cached.compacted();
+                    self.put(tenant, id, cached);
+                    return Ok(messages);
+                }
+                Cached::new(session.clone())
+            }
             None => Cached::new(session.clone()),
         };
         let from = cached.len() as i64;

@@ -6,7 +6,9 @@ use sqlx::types::Json;
 
 use super::Stamp;
 
-use super::{Store, StoreError, with_db};
+use super::{Backend, Store, StoreError, with_db};
+#[cfg(test)]
+use super::with_writer;
 use crate::model::HistoryType;
 use crate::model::{HistoryMessage, SessionId, TenantId, TurnId};
 
@@ -14,6 +16,43 @@ use crate::model::{HistoryMessage, SessionId, TenantId, TurnId};
 pub(super) const HISTORY_SIZE: &str = "SELECT COUNT(*), CAST(COALESCE(SUM(h.bytes), 0) AS BIGINT) \
      FROM history h JOIN sessions s ON s.id = h.session_id \
      WHERE s.tenant_id = $1 AND h.session_id = $2";
+
+/// [`Store::list_history_tail`] with the backend's reading of a message's role: the last
+/// user message is found from the end, so only the end's messages are read.
+macro_rules! history_tail {
+    ($role:literal) => {
+        concat!(
+            "WITH t AS (SELECT CAST(COALESCE((SELECT u.position FROM history u \
+             WHERE u.session_id = $2 AND ",
+            $role,
+            " = 'user' ORDER BY u.position DESC LIMIT 1), 0) AS BIGINT) AS start), \
+             z AS (SELECT CAST(COUNT(*) AS BIGINT) AS n, \
+             CAST(COALESCE(SUM(CASE WHEN c.position < (SELECT start FROM t) THEN c.bytes END), 0) \
+             AS BIGINT) AS b FROM history c WHERE c.session_id = $2) \
+             SELECT s.compacted_through, t.start, z.n, z.b, h.message \
+             FROM sessions s CROSS JOIN t CROSS JOIN z \
+             LEFT JOIN history h ON h.session_id = s.id AND h.position >= t.start \
+             WHERE s.tenant_id = $1 AND s.id = $2 ORDER BY h.position"
+        )
+    };
+}
+const HISTORY_TAIL_SQLITE: &str = history_tail!("json_extract(u.message, '$.role')");
+const HISTORY_TAIL_PG: &str = history_tail!("u.message->>'role'");
+
+/// The end of a session's full history (see [`Store::list_history_tail`]).
+#[derive(Debug)]
+pub struct HistoryTail {
+    /// The position the compacted overlay stands for (`None`: no overlay).
+    pub compacted_through: Option<i64>,
+    /// The position of the first message of `messages`.
+    pub from: u64,
+    /// The whole full history's length in messages.
+    pub len: u64,
+    /// The stored bytes of the messages before `from`.
+    pub bytes_before: u64,
+    /// The messages from `from` on, in order.
+    pub messages: Vec<HistoryMessage>,
+}
 
 impl Store {
     /// The session's history of the given type, in order. An existing session with no
@@ -109,6 +148,63 @@ impl Store {
             .filter_map(|(message, _)| message.map(|Json(m)| m))
             .collect();
         Ok((through, messages))
+    }
+
+    /// The end of the full history from its last user message on (all of it when it holds
+    /// none), with the whole history's length and the stored bytes of what comes before the
+    /// end: a reader that needs only the end reads neither the rest's messages nor its rows'
+    /// overflow pages. `NotFound` for an unknown session.
+    pub async fn list_history_tail(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<HistoryTail, StoreError> {
+        let sql = match self.backend() {
+            Backend::Sqlite => HISTORY_TAIL_SQLITE,
+            Backend::Postgres => HISTORY_TAIL_PG,
+        };
+        type Row = (Option<i64>, i64, i64, i64, Option<Json<HistoryMessage>>);
+        let rows: Vec<Row> = with_db!(self, |pool| {
+            sqlx::query_as(sql)
+                .bind(tenant)
+                .bind(session)
+                .fetch_all(pool)
+                .await
+        })?;
+        let &(compacted_through, from, len, bytes_before, _) =
+            rows.first().ok_or(StoreError::NotFound)?;
+        let messages = rows
+            .into_iter()
+            .filter_map(|(.., message)| message.map(|Json(m)| m))
+            .collect();
+        Ok(HistoryTail {
+            compacted_through,
+            from: from.max(0) as u64,
+            len: len.max(0) as u64,
+            bytes_before: bytes_before.max(0) as u64,
+            messages,
+        })
+    }
+
+    /// Overwrites a stored message with JSON that is no message: a test reading it fails.
+    #[cfg(test)]
+    pub(crate) async fn garble_history_message(&self, session: &SessionId, position: i64) {
+        let sql = match self.backend() {
+            Backend::Sqlite => "UPDATE history SET message = '{\"role\":\"garbled\"}' \
+                                WHERE session_id = $1 AND position = $2",
+            Backend::Postgres => "UPDATE history SET message = '{\"role\":\"garbled\"}'::jsonb \
+                                  WHERE session_id = $1 AND position = $2",
+        };
+        let updated = with_writer!(self, |pool| {
+            sqlx::query(sql)
+                .bind(session)
+                .bind(position)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })
+        .unwrap();
+        assert_eq!(updated, 1);
     }
 
     /// The compacted overlay alone (empty when the session has none).

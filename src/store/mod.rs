@@ -52,6 +52,7 @@ pub use compaction::CompactedView;
 pub use credentials::LoginCredential;
 pub use events::{AppendGroup, CoalescedDeltas, Deltas, TurnEnd, TurnTransition};
 pub use files::StoredFile;
+pub use history::HistoryTail;
 pub use keyset::Page;
 pub use labels::Labelled;
 pub use notify::{Committed, Listener, Notice};

@@ -219,3 +219,78 @@ fn entries_stay_within_the_budget() {
     assert!(histories.snapshot(&fifth.tenant_id, &fifth.id).is_none());
     assert!(histories.state.lock().unwrap().bytes <= (ENTRY_BYTES + 2 * one) * 4);
 }
+
+/// A session no entry remembers, read for a provider that reads only the end of its history:
+/// the end comes from its last user message on, the whole history is measured, and nothing
+/// before the end is read (a message there that no longer reads as one does not matter).
+#[tokio::test]
+async fn a_forgotten_session_is_read_from_its_last_user_message_on() {
+    use crate::engine::testing::{TestEngine, says};
+    let test = TestEngine::start().await;
+    let session = test.session("echo").await;
+    for i in 0..5 {
+        let started = test
+            .engine
+            .start_turn(&test.tenant, &session.id, says(&format!("turn {i}"), None))
+            .await
+            .unwrap();
+        test.finish(started).await;
+    }
+    let whole = test
+        .store
+        .list_history(&test.tenant, &session.id, crate::model::HistoryType::Full)
+        .await
+        .unwrap();
+    assert_eq!(whole.len(), 10);
+    test.store.garble_history_message(&session.id, 0).await;
+    // What the history measures once its first message is garbled.
+    let whole_bytes = size_of(&whole[1..]) + r#"{"role":"garbled"}"#.len();
+    assert!(
+        test.store
+            .list_history_since(&test.tenant, &session.id, 0)
+            .await
+            .is_err(),
+        "a whole read meets the garbled message"
+    );
+
+    let histories = Histories::new(1 << 20);
+    let turn = TurnId::generate();
+    let read = histories
+        .compacted(&test.store, &session, &turn, true)
+        .await
+        .unwrap();
+    let messages: Vec<HistoryMessage> = read.messages.iter().map(|m| (**m).clone()).collect();
+    assert_eq!(messages, whole[8..], "the last user message and its answer");
+    match test.store.backend() {
+        // The stored text is the JSON text.
+        crate::store::Backend::Sqlite => assert_eq!(read.chars, whole_bytes),
+        // PostgreSQL stores JSONB, whose text has a space after each `:` and `,`.
+        crate::store::Backend::Postgres => assert!(
+            (whole_bytes..whole_bytes + whole_bytes / 4).contains(&read.chars),
+            "{} for {whole_bytes}",
+            read.chars
+        ),
+    }
+    let snapshot = histories
+        .snapshot(&test.tenant, &session.id)
+        .expect("remembered");
+    assert_eq!(snapshot.remembered.history_len, 10, "the whole length");
+    // The entry is exact for its turn: asked again, it reads nothing.
+    test.store.garble_history_message(&session.id, 9).await;
+    let again = histories
+        .compacted(&test.store, &session, &turn, true)
+        .await
+        .unwrap();
+    assert_eq!(again.messages.len(), 2);
+    assert_eq!(again.chars, read.chars);
+
+    // A provider that reads the whole history still reads it whole.
+    let whole_reader = Histories::new(1 << 20);
+    assert!(
+        whole_reader
+            .compacted(&test.store, &session, &TurnId::generate(), false)
+            .await
+            .is_err()
+    );
+    test.stop().await;
+}
