@@ -6,9 +6,9 @@ use sqlx::types::Json;
 
 use super::Stamp;
 
-use super::{Backend, Store, StoreError, with_db};
 #[cfg(test)]
 use super::with_writer;
+use super::{Backend, Store, StoreError, with_db};
 use crate::model::HistoryType;
 use crate::model::{HistoryMessage, SessionId, TenantId, TurnId};
 
@@ -189,14 +189,16 @@ impl Store {
     /// Overwrites a stored message with JSON that is no message: a test reading it fails.
     #[cfg(test)]
     pub(crate) async fn garble_history_message(&self, session: &SessionId, position: i64) {
-        let sql = match self.backend() {
-            Backend::Sqlite => "UPDATE history SET message = '{\"role\":\"garbled\"}' \
-                                WHERE session_id = $1 AND position = $2",
-            Backend::Postgres => "UPDATE history SET message = '{\"role\":\"garbled\"}'::jsonb \
-                                  WHERE session_id = $1 AND position = $2",
+        let cast = match self.backend() {
+            Backend::Sqlite => "",
+            Backend::Postgres => "::jsonb",
         };
+        let sql = format!(
+            "UPDATE history SET message = '{{\"role\":\"garbled\"}}'{cast} \
+             WHERE session_id = $1 AND position = $2"
+        );
         let updated = with_writer!(self, |pool| {
-            sqlx::query(sql)
+            sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
                 .bind(session)
                 .bind(position)
                 .execute(pool)

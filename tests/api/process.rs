@@ -276,10 +276,15 @@ impl Drop for ServerProcess {
         // A failing test shows what its server warned of: the cause of a failure under load
         // (a lease not renewed in time, a database call past its timeout) is in these lines.
         if std::thread::panicking() {
-            let logs = self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let logs = self
+                .logs
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             let warnings: Vec<&String> = logs
                 .iter()
-                .filter(|line| line.contains("\"level\":\"WARN\"") || line.contains("\"level\":\"ERROR\""))
+                .filter(|line| {
+                    line.contains("\"level\":\"WARN\"") || line.contains("\"level\":\"ERROR\"")
+                })
                 .collect();
             let shown = &warnings[warnings.len().saturating_sub(40)..];
             eprintln!(
