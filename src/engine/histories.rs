@@ -310,7 +310,6 @@ impl Histories {
                     cached.from = tail.from as usize;
                     cached.full_bytes = tail.bytes_before as usize;
                     cached.extend(tail.messages);
-                    debug_assert_eq!(cached.len() as u64, tail.len);
                     cached.exact_for = Some(*turn);
                     let messages = cached.compacted();
                     self.put(tenant, id, cached);

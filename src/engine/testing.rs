@@ -193,6 +193,16 @@ impl TestEngine {
             .unwrap()
     }
 
+    /// Runs a turn of one user message `text` on `session` to its stop.
+    pub async fn run_turn(&self, session: &SessionId, text: &str) {
+        let started = self
+            .engine
+            .start_turn(&self.tenant, session, says(text, None))
+            .await
+            .unwrap();
+        self.finish(started).await;
+    }
+
     /// Waits until the turn has stopped, by its events.
     pub async fn finish(&self, started: StartedTurn) {
         let events = self.engine.follow_started(started);

@@ -26,10 +26,9 @@ macro_rules! history_tail {
              WHERE u.session_id = $2 AND ",
             $role,
             " = 'user' ORDER BY u.position DESC LIMIT 1), 0) AS BIGINT) AS start), \
-             z AS (SELECT CAST(COUNT(*) AS BIGINT) AS n, \
-             CAST(COALESCE(SUM(CASE WHEN c.position < (SELECT start FROM t) THEN c.bytes END), 0) \
-             AS BIGINT) AS b FROM history c WHERE c.session_id = $2) \
-             SELECT s.compacted_through, t.start, z.n, z.b, h.message \
+             z AS (SELECT CAST(COALESCE(SUM(c.bytes), 0) AS BIGINT) AS b FROM history c \
+             WHERE c.session_id = $2 AND c.position < (SELECT start FROM t)) \
+             SELECT s.compacted_through, t.start, z.b, h.message \
              FROM sessions s CROSS JOIN t CROSS JOIN z \
              LEFT JOIN history h ON h.session_id = s.id AND h.position >= t.start \
              WHERE s.tenant_id = $1 AND s.id = $2 ORDER BY h.position"
@@ -44,10 +43,9 @@ const HISTORY_TAIL_PG: &str = history_tail!("u.message->>'role'");
 pub struct HistoryTail {
     /// The position the compacted overlay stands for (`None`: no overlay).
     pub compacted_through: Option<i64>,
-    /// The position of the first message of `messages`.
+    /// The position of the first message of `messages` (the whole history's length is
+    /// `from` + their number).
     pub from: u64,
-    /// The whole full history's length in messages.
-    pub len: u64,
     /// The stored bytes of the messages before `from`.
     pub bytes_before: u64,
     /// The messages from `from` on, in order.
@@ -151,8 +149,7 @@ impl Store {
     }
 
     /// The end of the full history from its last user message on (all of it when it holds
-    /// none), with the whole history's length and the stored bytes of what comes before the
-    /// end: a reader that needs only the end reads neither the rest's messages nor its rows'
+    /// none), with its position and the stored bytes of what comes before it: a reader that needs only the end reads neither the rest's messages nor its rows'
     /// overflow pages. `NotFound` for an unknown session.
     pub async fn list_history_tail(
         &self,
@@ -163,7 +160,7 @@ impl Store {
             Backend::Sqlite => HISTORY_TAIL_SQLITE,
             Backend::Postgres => HISTORY_TAIL_PG,
         };
-        type Row = (Option<i64>, i64, i64, i64, Option<Json<HistoryMessage>>);
+        type Row = (Option<i64>, i64, i64, Option<Json<HistoryMessage>>);
         let rows: Vec<Row> = with_db!(self, |pool| {
             sqlx::query_as(sql)
                 .bind(tenant)
@@ -171,7 +168,7 @@ impl Store {
                 .fetch_all(pool)
                 .await
         })?;
-        let &(compacted_through, from, len, bytes_before, _) =
+        let &(compacted_through, from, bytes_before, _) =
             rows.first().ok_or(StoreError::NotFound)?;
         let messages = rows
             .into_iter()
@@ -180,7 +177,6 @@ impl Store {
         Ok(HistoryTail {
             compacted_through,
             from: from.max(0) as u64,
-            len: len.max(0) as u64,
             bytes_before: bytes_before.max(0) as u64,
             messages,
         })

@@ -115,12 +115,7 @@ async fn a_remembered_session_that_moved_is_admitted_on_the_stored_one() {
 
     // The turn's INSERT finds the stored session unlike the remembered one (stale): read
     // again, it is admitted.
-    let started = test
-        .engine
-        .start_turn(&test.tenant, &session.id, says("hello", None))
-        .await
-        .unwrap();
-    test.finish(started).await;
+    test.run_turn(&session.id, "hello").await;
     let history = test
         .store
         .list_history(&test.tenant, &session.id, crate::config::HistoryType::Full)
@@ -155,11 +150,6 @@ async fn calls_remembered_as_pending_are_checked_again_on_the_stored_session() {
 
     // Remembered, the session waits for `call_1`'s answer and refuses a user message;
     // stored, it waits for nothing.
-    let started = test
-        .engine
-        .start_turn(&test.tenant, &session.id, says("hello", None))
-        .await
-        .unwrap();
-    test.finish(started).await;
+    test.run_turn(&session.id, "hello").await;
     test.stop().await;
 }

@@ -225,16 +225,10 @@ fn entries_stay_within_the_budget() {
 /// before the end is read (a message there that no longer reads as one does not matter).
 #[tokio::test]
 async fn a_forgotten_session_is_read_from_its_last_user_message_on() {
-    use crate::engine::testing::{TestEngine, says};
-    let test = TestEngine::start().await;
+    let test = crate::engine::testing::TestEngine::start().await;
     let session = test.session("echo").await;
     for i in 0..5 {
-        let started = test
-            .engine
-            .start_turn(&test.tenant, &session.id, says(&format!("turn {i}"), None))
-            .await
-            .unwrap();
-        test.finish(started).await;
+        test.run_turn(&session.id, &format!("turn {i}")).await;
     }
     let whole = test
         .store
@@ -267,7 +261,7 @@ async fn a_forgotten_session_is_read_from_its_last_user_message_on() {
         .snapshot(&test.tenant, &session.id)
         .expect("remembered");
     assert_eq!(snapshot.remembered.history_len, 10, "the whole length");
-    // The entry is exact for its turn: asked again, it reads nothing.
+    // The entry is remembered, exact for its turn: asked again, it does not read the end.
     test.store.garble_history_message(&session.id, 9).await;
     let again = histories
         .compacted(&test.store, &session, &turn, true)
