@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::{Notify, mpsc, oneshot};
+use tracing::Instrument;
 
 use super::fanout::Fanout;
 use super::lease::Lease;
@@ -502,7 +503,13 @@ impl WriterTask {
         let mut groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
         super::transitions::decide(&mut groups);
         let started = Instant::now();
-        let appended = self.store.append_events(&groups, &self.process).await;
+        // The batch's statements are logged (at debug) in a span naming its turns.
+        let span = tracing::debug_span!("batch", turns = %BatchTurns(&groups));
+        let appended = self
+            .store
+            .append_events(&groups, &self.process)
+            .instrument(span)
+            .await;
         let took = started.elapsed();
         if appended.is_ok() {
             let events = prepared.iter().map(|p| p.published.len()).sum();
@@ -646,6 +653,21 @@ impl WriterTask {
         if !(self.keep_seq && stopped) || self.next_seq.len() > MAX_CACHED_SESSIONS {
             self.next_seq.remove(&append.session);
         }
+    }
+}
+
+/// A batch's turns as a log field: their ids, separated by spaces.
+struct BatchTurns<'a>(&'a [AppendGroup]);
+
+impl std::fmt::Display for BatchTurns<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, group) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{}", group.turn)?;
+        }
+        Ok(())
     }
 }
 

@@ -229,14 +229,14 @@ const INSERT_EVENTS: &str =
     "INSERT INTO events (session_id, seq, turn_id, kind, data, created_at) ";
 
 /// A row of the events table, as the multi-row insert binds it.
-struct NewRow<'a> {
-    session: SessionId,
-    seq: i64,
-    turn: TurnId,
-    kind: &'static str,
+pub(super) struct NewRow<'a> {
+    pub session: SessionId,
+    pub seq: i64,
+    pub turn: TurnId,
+    pub kind: &'static str,
     /// JSON text.
-    data: String,
-    created_at: &'a DateTime<Utc>,
+    pub data: String,
+    pub created_at: &'a DateTime<Utc>,
 }
 
 fn new_rows(groups: &[AppendGroup]) -> Vec<NewRow<'_>> {
@@ -345,6 +345,10 @@ impl Store {
                     append_rest!(tx, groups, Sqlite, enqueued, false, hooked);
                     tx.commit().await?;
                 }
+            }
+            // A batch of no run's turns is one call (see `pg_writes.rs`).
+            Db::Postgres(pool) if groups.iter().all(|group| group.run.is_none()) => {
+                enqueued = super::pg_writes::append(pool, groups, &rows, origin).await?;
             }
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
@@ -530,7 +534,7 @@ fn fenced(mut turns: Vec<TurnId>, held: Vec<TurnId>) -> Result<(), StoreError> {
 }
 
 /// The stored single deltas the groups' coalesced deltas replace: `(session, first, last)`.
-fn coalesced_ranges(groups: &[AppendGroup]) -> Vec<(SessionId, i64, i64)> {
+pub(super) fn coalesced_ranges(groups: &[AppendGroup]) -> Vec<(SessionId, i64, i64)> {
     groups
         .iter()
         .flat_map(|group| {
@@ -544,7 +548,7 @@ fn coalesced_ranges(groups: &[AppendGroup]) -> Vec<(SessionId, i64, i64)> {
 }
 
 /// The history messages the groups complete, stamped with their group's first event.
-fn history_rows(groups: &[AppendGroup]) -> Vec<HistoryRow<'_>> {
+pub(super) fn history_rows(groups: &[AppendGroup]) -> Vec<HistoryRow<'_>> {
     let mut rows = Vec::new();
     for group in groups {
         let Some(first) = group.events.first() else {

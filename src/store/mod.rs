@@ -28,6 +28,7 @@ mod labels;
 mod migrate;
 mod notes;
 mod notify;
+mod pg_writes;
 mod processes;
 mod quotas;
 mod run_endpoints;

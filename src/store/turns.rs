@@ -342,6 +342,33 @@ impl Store {
                 return written;
             }
         }
+        if let super::Db::Postgres(pool) = &self.db {
+            let plain = limits.queued_turns.is_none()
+                && limits.tokens.is_none()
+                && matches!(run, RunLink::None)
+                && !answers_calls
+                && session_update.is_none();
+            if plain {
+                // The check of what this process remembers, the turn, its slot and its
+                // input as one call (see `pg_writes.rs`).
+                let written = super::bounded(
+                    self.timeout,
+                    super::pg_writes::admit(
+                        pool,
+                        tenant,
+                        turn,
+                        owner,
+                        permissions,
+                        &input,
+                        remembered,
+                        limits.start_within,
+                    ),
+                )
+                .await;
+                self.note_write(&written);
+                return written;
+            }
+        }
         let postgres = matches!(self.db, super::Db::Postgres(_));
         with_writer!(self, |pool| {
             let mut tx = pool.begin().await?;

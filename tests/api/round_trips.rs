@@ -13,10 +13,15 @@ use crate::helpers::{TestDb, captured_logs, spawn_app_on, user};
 /// The records logged since `from` (an offset in the captured logs) in a span whose
 /// `field` is `value`.
 fn records(from: usize, field: &str, value: &str) -> Vec<Value> {
+    records_where(from, |span| span[field] == value)
+}
+
+/// The records logged since `from` in a span `span` satisfies.
+fn records_where(from: usize, span: impl Fn(&Value) -> bool) -> Vec<Value> {
     captured_logs()[from..]
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|record| record["span"][field] == value)
+        .filter(|record| span(&record["span"]))
         .collect()
 }
 
@@ -38,7 +43,7 @@ fn statements(records: &[Value]) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
+async fn a_turn_in_steady_state_reads_nothing_and_each_write_is_one_statement() {
     let db = Arc::new(TestDb::new().await);
     let db_is_postgres = !db.url().starts_with("sqlite:");
     // Token states are cached for a minute: this test counts the turn's statements alone.
@@ -85,17 +90,13 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
     // admission already.
     let of_turn_statements = statements(&of_turn);
     assert!(of_turn_statements.is_empty(), "{of_turn_statements:#?}");
-    // Its request: the turn and its input, in one transaction: on SQLite one statement of
-    // rows into `writes` (the check of the remembered session, the turn, its input); on
-    // PostgreSQL with the claim of the slot between them (an advisory lock and this one
-    // statement).
+    // Its request: the turn and its input, as one statement: on SQLite of rows into
+    // `writes` (the check of the remembered session, the turn, its input); on PostgreSQL a
+    // call of `agentry_admit` (the same, with the claim of the tenant's slot over every
+    // process between the turn and its input).
     let of_tenant: Vec<String> = statements(&records(from, "tenant_id", &tenant));
     let expected: Vec<&[&str]> = if db_is_postgres {
-        vec![
-            &["INSERT INTO turns"],
-            &["UPDATE turns SET status = 'running'"],
-            &["INSERT INTO history"],
-        ]
+        vec![&["SELECT agentry_admit("]]
     } else {
         vec![&["INSERT INTO writes"]]
     };
@@ -107,6 +108,27 @@ async fn a_turn_in_steady_state_reads_nothing_and_admits_in_one_transaction() {
             "{of_tenant:#?}"
         );
     }
+
+    // The event writer stored it in batches of one statement each, which write whatever
+    // else their batch holds with it: on SQLite of rows into `writes`, on PostgreSQL a
+    // call of `agentry_append` (the fence, the events, the history, the turn's start and
+    // end with their webhook messages, the notification of the other processes).
+    let batches = statements(&records_where(from, |span| {
+        span["name"] == "batch"
+            && span["turns"]
+                .as_str()
+                .is_some_and(|turns| turns.split(' ').any(|turn| turn == turn_id))
+    }));
+    let batch = if db_is_postgres {
+        "SELECT fenced, queued FROM agentry_append("
+    } else {
+        "INSERT INTO writes"
+    };
+    assert!(!batches.is_empty(), "the batches are logged in their span");
+    assert!(
+        batches.iter().all(|statement| statement.starts_with(batch)),
+        "{batches:#?}"
+    );
 
     // The history the model was fed is the session's whole history all the same.
     let history = app
