@@ -33,18 +33,20 @@ CREATE TRIGGER compacted_history_remeasured BEFORE UPDATE OF message ON compacte
 -- remembers it (its row's last change, its compaction point, -1 for none, and its
 -- history's length). With `start_within` set, the turn starts at once (`running`) if its
 -- tenant runs fewer turns than that over every process, under the tenant's slot lock.
--- Returns whether it started.
+-- `started`: whether it started; `last_seq`: the session's last event's seq (0 if none),
+-- read once the turn is the session's active one, so the turn's first event follows it
+-- (while the turn is active only its runner writes the session's events).
 CREATE FUNCTION agentry_admit(
     turn_id uuid, tenant uuid, session uuid, status text, stream text, usage text,
     idempotency_key text, request_hash text, created_at timestamptz, owner uuid,
     permissions text, trace_parent text,
     remembered_at timestamptz, remembered_compacted bigint, remembered_length bigint,
     start_within bigint,
-    messages text[]
-) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    started boolean := false;
+    messages text[],
+    OUT started boolean, OUT last_seq bigint
+) LANGUAGE plpgsql AS $$
 BEGIN
+    started := false;
     IF remembered_at IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM sessions s WHERE s.id = session AND s.tenant_id = tenant
         AND s.updated_at = remembered_at
@@ -74,7 +76,7 @@ BEGIN
             octet_length(messages[i])
         FROM sessions s WHERE s.id = session AND s.tenant_id = tenant;
     END LOOP;
-    RETURN started;
+    SELECT COALESCE(MAX(e.seq), 0) INTO last_seq FROM events e WHERE e.session_id = session;
 END;
 $$;
 

@@ -295,7 +295,13 @@ impl Engine {
             )
             .await;
         let claimed = match inserted {
-            Ok(claimed) => claimed,
+            Ok(admitted) => {
+                // Its runner is this process: its first event follows the seq just read.
+                if let (Start::Here(_), Some(last_seq)) = (&start, admitted.last_seq) {
+                    self.writer.admitted(turn.id, last_seq);
+                }
+                admitted.started
+            }
             Err(error) => {
                 if let Start::Here(None) = start {
                     let depth = self.scheduler.release_queue_slot(tenant);

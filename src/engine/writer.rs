@@ -105,7 +105,16 @@ pub type Receipt = oneshot::Receiver<Result<Vec<Arc<Event>>, StoreError>>;
 #[derive(Debug, Clone)]
 pub struct EventWriter {
     requests: mpsc::Sender<Request>,
+    first_seqs: FirstSeqs,
 }
+
+/// The first seq of turns this process admitted and owns, as their admission read it
+/// (PostgreSQL): the writer takes a turn's at its first append instead of reading the
+/// session's last seq then, in its own round trip. While the turn is the session's active
+/// one only its runner writes the session's events, and a process that took the turn over
+/// fences this one's appends. Without an entry (none given, or dropped when too many are
+/// kept) the writer reads the log.
+type FirstSeqs = Arc<std::sync::Mutex<HashMap<TurnId, i64>>>;
 
 impl EventWriter {
     /// Starts the writer task.
@@ -119,7 +128,9 @@ impl EventWriter {
         ownership: Ownership,
     ) -> EventWriter {
         let (requests, inbox) = mpsc::channel(QUEUE);
+        let first_seqs = FirstSeqs::default();
         let task = WriterTask {
+            first_seqs: first_seqs.clone(),
             process,
             lease: ownership.lease,
             controls: ownership.controls,
@@ -135,7 +146,20 @@ impl EventWriter {
             open_messages: HashMap::new(),
         };
         tokio::spawn(task.run(inbox));
-        EventWriter { requests }
+        EventWriter {
+            requests,
+            first_seqs,
+        }
+    }
+
+    /// Tells the writer the session's last seq as `turn`'s admission read it: the turn's
+    /// first event gets the next one.
+    pub fn admitted(&self, turn: TurnId, last_seq: i64) {
+        let mut first_seqs = self.first_seqs.lock().expect("first seqs lock");
+        if first_seqs.len() >= MAX_CACHED_SESSIONS {
+            first_seqs.clear();
+        }
+        first_seqs.insert(turn, last_seq + 1);
     }
 
     /// Queues an append; the receipt resolves once it is committed (or failed). Appends of
@@ -196,6 +220,8 @@ struct WriterTask {
     max_batch_events: usize,
     /// The next seq of sessions; reloaded from the log when absent.
     next_seq: HashMap<SessionId, i64>,
+    /// Turns' first seqs as their admission read them, taken at their first append.
+    first_seqs: FirstSeqs,
     /// Whether a session's next seq outlives its turn: on SQLite this process is the only
     /// writer; on PostgreSQL another process may run the session's next turn.
     keep_seq: bool,
@@ -481,12 +507,17 @@ impl WriterTask {
                 Some(next) => *next,
                 None => match self.next_seq.get(&append.session) {
                     Some(next) => *next,
-                    None => {
-                        self.store
-                            .max_event_seq(&append.tenant, &append.session)
-                            .await?
-                            + 1
-                    }
+                    None => match self.admitted_first_seq(&append.turn) {
+                        Some(first) => first,
+                        None => {
+                            let span = tracing::debug_span!("batch", turns = %append.turn);
+                            self.store
+                                .max_event_seq(&append.tenant, &append.session)
+                                .instrument(span)
+                                .await?
+                                + 1
+                        }
+                    },
                 },
             };
             let mut unstored = HashSet::new();
@@ -643,10 +674,21 @@ impl WriterTask {
         }
     }
 
+    /// The turn's first seq as its admission read it, once.
+    fn admitted_first_seq(&self, turn: &TurnId) -> Option<i64> {
+        self.first_seqs
+            .lock()
+            .expect("first seqs lock")
+            .remove(turn)
+    }
+
     /// After a turn ends (or an append fails): reload the session's seq next time, unless
     /// this process is the database's only writer.
     fn forget(&mut self, append: &Append) {
         let stopped = append.events.iter().any(EventData::is_turn_stop);
+        if stopped {
+            self.admitted_first_seq(&append.turn);
+        }
         if stopped {
             self.failed_turns.remove(&append.turn);
         }

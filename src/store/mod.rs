@@ -65,7 +65,7 @@ pub use schedules::{Claim, NewOccurrence, OpenOccurrence, ScheduleMessage};
 pub use session_events::SessionChange;
 pub(crate) use stamp::Stamp;
 pub use tenants::AuthState;
-pub use turns::{AdmissionLimits, Refusal, Remembered, TokenBudget, UsageTotals};
+pub use turns::{AdmissionLimits, Admitted, Refusal, Remembered, TokenBudget, UsageTotals};
 pub use usage::DayUsage;
 pub use webhook_deliveries::{AttemptOutcome, Outbound};
 pub use webhooks::{EndpointChange, SealedSecrets};

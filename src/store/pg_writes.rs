@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::events::{AppendGroup, NewRow, TurnTransition, coalesced_ranges, history_rows};
 use super::notify::event_payloads;
-use super::turns::{HistoryRow, Remembered};
+use super::turns::{Admitted, HistoryRow, Remembered};
 use super::webhook_outbox::StopMessages;
 use super::writes::Refused;
 use crate::model::{ProcessId, TenantId, Turn, TurnId};
@@ -18,8 +18,8 @@ const APPEND: &str = "SELECT fenced, queued FROM agentry_append($1, $2, $3, $4, 
      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, \
      $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)";
 
-const ADMIT: &str = "SELECT agentry_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-     $13, $14, $15, $16, $17)";
+const ADMIT: &str = "SELECT started, last_seq FROM agentry_admit($1, $2, $3, $4, $5, $6, $7, \
+     $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
 /// A refusal raised by the function ('agentry: stale'), or what the call met.
 fn refused_or(error: sqlx::Error) -> StoreError {
@@ -176,7 +176,7 @@ fn history_texts(rows: &[HistoryRow<'_>]) -> Result<Vec<String>, StoreError> {
 /// Records `turn` (queued, owned by `owner`) with the messages `input` brings, checking
 /// what the caller remembers of its session and claiming a slot of its tenant's
 /// (`start_within`) as [`Store::insert_turn`](super::Store::insert_turn) does, in one
-/// call. `true`: the turn was started too.
+/// call.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn admit(
     pool: &PgPool,
@@ -187,9 +187,9 @@ pub(super) async fn admit(
     input: &[HistoryRow<'_>],
     remembered: Option<Remembered>,
     start_within: Option<usize>,
-) -> Result<bool, StoreError> {
+) -> Result<Admitted, StoreError> {
     debug_assert!(turn.run_id.is_none());
-    sqlx::query_scalar(ADMIT)
+    let (started, last_seq): (bool, i64) = sqlx::query_as(ADMIT)
         .bind(turn.id.to_uuid())
         .bind(tenant.to_uuid())
         .bind(turn.session_id.to_uuid())
@@ -209,5 +209,9 @@ pub(super) async fn admit(
         .bind(history_texts(input)?)
         .fetch_one(pool)
         .await
-        .map_err(refused_or)
+        .map_err(refused_or)?;
+    Ok(Admitted {
+        started,
+        last_seq: Some(last_seq),
+    })
 }

@@ -211,6 +211,16 @@ macro_rules! push_insert_turn {
     };
 }
 
+/// What a turn's admission did besides recording it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Admitted {
+    /// The turn was started too (`start_within`).
+    pub started: bool,
+    /// The session's last event's seq, read once the turn was its active one (PostgreSQL's
+    /// plain admission), so the turn's first event follows it.
+    pub last_seq: Option<i64>,
+}
+
 /// Serializes the admissions of one tenant's turns over every process (PostgreSQL): the
 /// queue and the token budget are counted and the turn added under it.
 const ADMISSION_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 10))";
@@ -275,7 +285,8 @@ impl Store {
     /// when a resumed or cancelled run no longer awaits answers. `answers_calls`: the turn
     /// answers pending tool calls, which settles runs that awaited them. With `remembered`,
     /// nothing is written unless the session is still as remembered: `Stale` otherwise (a
-    /// session that is gone included). `true`: the turn was started too (`start_within`).
+    /// session that is gone included). [`Admitted`] says whether the turn was started too
+    /// (`start_within`) and may give the session's last event's seq.
     #[allow(clippy::too_many_arguments)]
     pub async fn insert_turn(
         &self,
@@ -289,7 +300,7 @@ impl Store {
         answers_calls: bool,
         remembered: Option<Remembered>,
         limits: AdmissionLimits,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Admitted, StoreError> {
         debug_assert_eq!(run.run(), turn.run_id.as_ref());
         let input: Vec<HistoryMessage> = input.iter().cloned().map(scrub_nul).collect();
         let input: Vec<HistoryRow> = input
@@ -335,7 +346,7 @@ impl Store {
                             None => StoreError::from(error),
                         }
                     })?;
-                    Ok(false)
+                    Ok(Admitted::default())
                 })
                 .await;
                 self.note_write(&written);
@@ -455,7 +466,10 @@ impl Store {
             }
             insert_history!(tx, input);
             tx.commit().await?;
-            Ok(started)
+            Ok(Admitted {
+                started,
+                last_seq: None,
+            })
         })
     }
 

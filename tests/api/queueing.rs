@@ -172,7 +172,7 @@ async fn a_turn_with_a_free_slot_is_started_by_its_admission_in_one_transaction(
     assert_eq!(claims(false), 0, "{statements:?}");
     let admissions = statements
         .iter()
-        .filter(|(turn, sql)| !*turn && sql.contains("SELECT agentry_admit("))
+        .filter(|(turn, sql)| !*turn && sql.contains("agentry_admit("))
         .count();
     assert_eq!(admissions, if postgres { 1 } else { 0 }, "{statements:?}");
 }

@@ -96,7 +96,7 @@ async fn a_turn_in_steady_state_reads_nothing_and_each_write_is_one_statement() 
     // process between the turn and its input).
     let of_tenant: Vec<String> = statements(&records(from, "tenant_id", &tenant));
     let expected: Vec<&[&str]> = if db_is_postgres {
-        vec![&["SELECT agentry_admit("]]
+        vec![&["SELECT started, last_seq FROM agentry_admit("]]
     } else {
         vec![&["INSERT INTO writes"]]
     };
@@ -112,7 +112,9 @@ async fn a_turn_in_steady_state_reads_nothing_and_each_write_is_one_statement() 
     // The event writer stored it in batches of one statement each, which write whatever
     // else their batch holds with it: on SQLite of rows into `writes`, on PostgreSQL a
     // call of `agentry_append` (the fence, the events, the history, the turn's start and
-    // end with their webhook messages, the notification of the other processes).
+    // end with their webhook messages, the notification of the other processes). It read
+    // nothing: not even the session's last seq, which on PostgreSQL (where another process
+    // may have run the session's previous turn) its admission read for it.
     let batches = statements(&records_where(from, |span| {
         span["name"] == "batch"
             && span["turns"]
