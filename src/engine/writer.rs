@@ -505,10 +505,12 @@ impl WriterTask {
         for (append, _) in batch {
             let next = match assigned.get(&append.session) {
                 Some(next) => *next,
-                None => match self.next_seq.get(&append.session) {
-                    Some(next) => *next,
-                    None => match self.admitted_first_seq(&append.turn) {
-                        Some(first) => first,
+                // A turn's first append takes the seq its admission read, which nothing
+                // remembered here can be more recent than.
+                None => match self.admitted_first_seq(&append.turn) {
+                    Some(first) => first,
+                    None => match self.next_seq.get(&append.session) {
+                        Some(next) => *next,
                         None => {
                             let span = tracing::debug_span!("batch", turns = %append.turn);
                             self.store
@@ -688,8 +690,6 @@ impl WriterTask {
         let stopped = append.events.iter().any(EventData::is_turn_stop);
         if stopped {
             self.admitted_first_seq(&append.turn);
-        }
-        if stopped {
             self.failed_turns.remove(&append.turn);
         }
         if !(self.keep_seq && stopped) || self.next_seq.len() > MAX_CACHED_SESSIONS {

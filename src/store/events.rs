@@ -516,7 +516,7 @@ fn batch_writes(groups: &[AppendGroup], rows: &[NewRow<'_>], origin: &ProcessId)
 }
 
 /// The turns of a batch, each once, in order.
-fn batch_turns(groups: &[AppendGroup]) -> Vec<TurnId> {
+pub(super) fn batch_turns(groups: &[AppendGroup]) -> Vec<TurnId> {
     let mut turns: Vec<TurnId> = groups.iter().map(|g| g.turn).collect();
     turns.sort_unstable();
     turns.dedup();
@@ -565,11 +565,11 @@ pub(super) fn history_rows(groups: &[AppendGroup]) -> Vec<HistoryRow<'_>> {
     rows
 }
 
-type Starts<'a> = Vec<(&'a AppendGroup, i64, DateTime<Utc>)>;
-type Stops<'a> = Vec<(&'a AppendGroup, &'a TurnEnd)>;
+pub(super) type Starts<'a> = Vec<(&'a AppendGroup, i64, DateTime<Utc>)>;
+pub(super) type Stops<'a> = Vec<(&'a AppendGroup, &'a TurnEnd)>;
 
 /// The turns' starts (seq, time) and ends the groups carry.
-fn transitions(groups: &[AppendGroup]) -> (Starts<'_>, Stops<'_>) {
+pub(super) fn transitions(groups: &[AppendGroup]) -> (Starts<'_>, Stops<'_>) {
     let mut starts = Vec::new();
     let mut stops = Vec::new();
     for group in groups {

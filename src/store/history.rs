@@ -149,8 +149,9 @@ impl Store {
     }
 
     /// The end of the full history from its last user message on (all of it when it holds
-    /// none), with its position and the stored bytes of what comes before it: a reader that needs only the end reads neither the rest's messages nor its rows'
-    /// overflow pages. `NotFound` for an unknown session.
+    /// none), with its position and the stored bytes of what comes before it: a reader that
+    /// needs only the end reads neither the rest's messages nor its rows' overflow pages.
+    /// `NotFound` for an unknown session.
     pub async fn list_history_tail(
         &self,
         tenant: &TenantId,

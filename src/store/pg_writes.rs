@@ -7,11 +7,13 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::events::{AppendGroup, NewRow, TurnTransition, coalesced_ranges, history_rows};
+use super::events::{
+    AppendGroup, NewRow, batch_turns, coalesced_ranges, history_rows, transitions,
+};
 use super::notify::event_payloads;
 use super::turns::{Admitted, HistoryRow, Remembered};
 use super::webhook_outbox::StopMessages;
-use super::writes::Refused;
+use super::writes::stale_or;
 use crate::model::{ProcessId, TenantId, Turn, TurnId};
 
 const APPEND: &str = "SELECT fenced, queued FROM agentry_append($1, $2, $3, $4, $5, $6, $7, \
@@ -20,14 +22,6 @@ const APPEND: &str = "SELECT fenced, queued FROM agentry_append($1, $2, $3, $4, 
 
 const ADMIT: &str = "SELECT started, last_seq FROM agentry_admit($1, $2, $3, $4, $5, $6, $7, \
      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
-
-/// A refusal raised by the function ('agentry: stale'), or what the call met.
-fn refused_or(error: sqlx::Error) -> StoreError {
-    match Refused::of(&error) {
-        Some(_) => StoreError::Stale,
-        None => StoreError::from(error),
-    }
-}
 
 /// Appends the groups (none of them in a run) as `origin`: the fence of their turns, the
 /// single deltas their coalesced rows replace, `rows`, their history messages, their turns'
@@ -41,43 +35,37 @@ pub(super) async fn append(
     origin: &ProcessId,
 ) -> Result<u64, StoreError> {
     debug_assert!(groups.iter().all(|group| group.run.is_none()));
-    let mut turns: Vec<Uuid> = groups.iter().map(|g| g.turn.to_uuid()).collect();
-    turns.sort_unstable();
-    turns.dedup();
+    let turns: Vec<Uuid> = batch_turns(groups).iter().map(|t| t.to_uuid()).collect();
     let unevents = coalesced_ranges(groups);
     let history = history_rows(groups);
+    let (started, stopped) = transitions(groups);
     let mut starts = Starts::default();
+    for (group, seq, at) in started {
+        starts.turns.push(group.turn.to_uuid());
+        starts.tenants.push(group.tenant.to_uuid());
+        starts.times.push(at);
+        starts.seqs.push(seq);
+    }
     let mut stops = Stops::default();
-    for group in groups {
-        match &group.transition {
-            Some(TurnTransition::Start { seq, at }) => {
-                starts.turns.push(group.turn.to_uuid());
-                starts.tenants.push(group.tenant.to_uuid());
-                starts.times.push(*at);
-                starts.seqs.push(*seq);
-            }
-            Some(TurnTransition::Stop(end)) => {
-                let messages = StopMessages::new(group, end);
-                stops.turns.push(group.turn.to_uuid());
-                stops.tenants.push(group.tenant.to_uuid());
-                stops.sessions.push(group.session.to_uuid());
-                stops.statuses.push(end.status.as_str());
-                stops.reasons.push(end.stop_reason.as_str());
-                stops
-                    .errors
-                    .push(end.error.as_ref().map(serde_json::to_string).transpose()?);
-                stops.usages.push(serde_json::to_string(&end.usage)?);
-                stops.times.push(end.at);
-                stops.seqs.push(end.seq);
-                stops.started_times.push(end.started.map(|(_, at)| at));
-                stops.started_seqs.push(end.started.map(|(seq, _)| seq));
-                stops.message_ids.push(messages.turn.id.to_uuid());
-                stops.message_types.push(messages.turn.event.as_str());
-                stops.message_bits.push(messages.turn.event.bit());
-                stops.message_data.push(messages.turn.data);
-            }
-            None => {}
-        }
+    for (group, end) in stopped {
+        let messages = StopMessages::new(group, end);
+        stops.turns.push(group.turn.to_uuid());
+        stops.tenants.push(group.tenant.to_uuid());
+        stops.sessions.push(group.session.to_uuid());
+        stops.statuses.push(end.status.as_str());
+        stops.reasons.push(end.stop_reason.as_str());
+        stops
+            .errors
+            .push(end.error.as_ref().map(serde_json::to_string).transpose()?);
+        stops.usages.push(serde_json::to_string(&end.usage)?);
+        stops.times.push(end.at);
+        stops.seqs.push(end.seq);
+        stops.started_times.push(end.started.map(|(_, at)| at));
+        stops.started_seqs.push(end.started.map(|(seq, _)| seq));
+        stops.message_ids.push(messages.turn.id.to_uuid());
+        stops.message_types.push(messages.turn.event.as_str());
+        stops.message_bits.push(messages.turn.event.bit());
+        stops.message_data.push(messages.turn.data);
     }
     let (fenced, queued): (Vec<Uuid>, i64) = sqlx::query_as(APPEND)
         .bind(origin.to_uuid())
@@ -128,7 +116,7 @@ pub(super) async fn append(
         .bind(event_payloads(origin, groups))
         .fetch_one(pool)
         .await
-        .map_err(refused_or)?;
+        .map_err(stale_or)?;
     if !fenced.is_empty() {
         return Err(StoreError::Fenced(
             fenced.into_iter().map(TurnId::from_uuid).collect(),
@@ -209,7 +197,7 @@ pub(super) async fn admit(
         .bind(history_texts(input)?)
         .fetch_one(pool)
         .await
-        .map_err(refused_or)?;
+        .map_err(stale_or)?;
     Ok(Admitted {
         started,
         last_seq: Some(last_seq),

@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use super::Stamp;
 use super::keyset::Keyset;
 use super::runs::admit_run;
-use super::writes::{Refused, Row as WriteRow, Writes};
+use super::writes::{Row as WriteRow, Writes, stale_or};
 use super::{Page, RunLink, Store, StoreError, with_db, with_writer};
 use crate::model::{
     HistoryMessage, ProcessId, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError,
@@ -313,14 +313,14 @@ impl Store {
                 created_at: turn.created_at,
             })
             .collect();
-        if let super::Db::Sqlite(pools) = &self.db {
-            let plain = limits.queued_turns.is_none()
-                && limits.tokens.is_none()
-                && matches!(run, RunLink::None)
-                && !answers_calls
-                && session_update.is_none()
-                && input.len() <= HISTORY_CHUNK;
-            if plain {
+        // A plain admission (no quota to count, no run, no session change) is one statement.
+        let plain = limits.queued_turns.is_none()
+            && limits.tokens.is_none()
+            && matches!(run, RunLink::None)
+            && !answers_calls
+            && session_update.is_none();
+        match &self.db {
+            super::Db::Sqlite(pools) if plain && input.len() <= HISTORY_CHUNK => {
                 // The check of what this process remembers, the turn and its input as one
                 // statement (see `writes.rs`).
                 let mut writes = Writes::default();
@@ -340,26 +340,14 @@ impl Store {
                     writes.row("history", |row| history_values(row, message));
                 }
                 let written = super::bounded(self.timeout, async {
-                    writes.execute(&pools.write).await.map_err(|error| {
-                        match Refused::of(&error) {
-                            Some(_) => StoreError::Stale,
-                            None => StoreError::from(error),
-                        }
-                    })?;
+                    writes.execute(&pools.write).await.map_err(stale_or)?;
                     Ok(Admitted::default())
                 })
                 .await;
                 self.note_write(&written);
                 return written;
             }
-        }
-        if let super::Db::Postgres(pool) = &self.db {
-            let plain = limits.queued_turns.is_none()
-                && limits.tokens.is_none()
-                && matches!(run, RunLink::None)
-                && !answers_calls
-                && session_update.is_none();
-            if plain {
+            super::Db::Postgres(pool) if plain => {
                 // The check of what this process remembers, the turn, its slot and its
                 // input as one call (see `pg_writes.rs`).
                 let written = super::bounded(
@@ -379,6 +367,7 @@ impl Store {
                 self.note_write(&written);
                 return written;
             }
+            _ => {}
         }
         let postgres = matches!(self.db, super::Db::Postgres(_));
         with_writer!(self, |pool| {

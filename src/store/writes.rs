@@ -8,6 +8,8 @@
 
 use sqlx::{Encode, QueryBuilder, Sqlite, SqlitePool, Type};
 
+use super::StoreError;
+
 /// Value columns after `op`.
 const COLUMNS: usize = 13;
 
@@ -28,6 +30,15 @@ pub(super) enum Refused {
     /// A turn is no longer queued or running and owned by the writing process (`agentry:
     /// fenced`).
     Fenced,
+}
+
+/// A write's error as the store says it: a row refused by a check (either refusal) is
+/// [`StoreError::Stale`], anything else what the statement met.
+pub(super) fn stale_or(error: sqlx::Error) -> StoreError {
+    match Refused::of(&error) {
+        Some(_) => StoreError::Stale,
+        None => StoreError::from(error),
+    }
 }
 
 impl Refused {
