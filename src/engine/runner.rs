@@ -53,6 +53,11 @@ pub struct Engine {
     pub(super) limits: crate::config::LimitsSettings,
     pub(super) metrics: Arc<Metrics>,
     pub(super) tracker: TaskTracker,
+    /// The runtime the event writer runs on, where turns run too: a turn queues all the
+    /// events it has ready before the writer takes any. (Spawned by the HTTP worker that
+    /// admitted it, a turn ran on that worker's thread, and its first event woke the
+    /// writer's thread, which committed it alone: two batches, two waits, per turn.)
+    pub(super) runtime: tokio::runtime::Handle,
     /// Slots, queue and the turns' off switches.
     pub(super) scheduler: Scheduler,
     /// What this process can prove of its lease.
@@ -126,6 +131,7 @@ impl Engine {
             limits,
             metrics,
             tracker: TaskTracker::new(),
+            runtime: tokio::runtime::Handle::current(),
             scheduler,
             lease,
             unended: Mutex::new(HashMap::new()),

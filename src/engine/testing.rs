@@ -92,6 +92,20 @@ pub async fn test_store() -> (Store, Option<tempfile::TempDir>) {
 
 /// A session of `tenant` with a turn running under `process`.
 pub async fn running_turn(store: &Store, tenant: TenantId, process: &ProcessId) -> Turn {
+    turn_of_new_session(store, tenant, process, TurnStatus::Running).await
+}
+
+/// A session of `tenant` with a turn of `process`'s waiting for its slot.
+pub async fn queued_turn(store: &Store, tenant: TenantId, process: &ProcessId) -> Turn {
+    turn_of_new_session(store, tenant, process, TurnStatus::Queued).await
+}
+
+async fn turn_of_new_session(
+    store: &Store,
+    tenant: TenantId,
+    process: &ProcessId,
+    status: TurnStatus,
+) -> Turn {
     let now = crate::model::now();
     let session = Session {
         id: SessionId::generate(),
@@ -113,9 +127,9 @@ pub async fn running_turn(store: &Store, tenant: TenantId, process: &ProcessId) 
             .unwrap()
     );
     let turn = Turn {
-        status: TurnStatus::Running,
+        status,
         created_at: now,
-        started_at: Some(now),
+        started_at: (status == TurnStatus::Running).then_some(now),
         ..Turn::queued(TurnId::generate(), tenant, session.id, StreamMode::None)
     };
     store

@@ -88,6 +88,17 @@ impl<'a> TurnLog<'a> {
     }
 
     pub(super) async fn emit(&mut self, events: Vec<EventData>, history: Vec<HistoryMessage>) {
+        self.queue(events, history, false).await;
+    }
+
+    /// Queues an append behind the turn's earlier ones; `after_failure`: it closes the turn
+    /// after one of them failed (see [`Append::after_failure`]).
+    async fn queue(
+        &mut self,
+        events: Vec<EventData>,
+        history: Vec<HistoryMessage>,
+        after_failure: bool,
+    ) {
         // The previous append's outcome, if known already: a failure is remembered.
         if let Some(receipt) = self.last.as_mut()
             && let Ok(Err(_)) = receipt.try_recv()
@@ -106,6 +117,7 @@ impl<'a> TurnLog<'a> {
                 run: self.turn.run_id,
                 events,
                 history,
+                after_failure,
                 span: self.span.clone(),
             })
             .await;
@@ -116,10 +128,7 @@ impl<'a> TurnLog<'a> {
     pub(super) async fn sync(&mut self) -> Result<(), StoreError> {
         let synced = match self.last.take() {
             None => Ok(()),
-            Some(receipt) => match receipt.await {
-                Ok(result) => result.map(|_| ()),
-                Err(_) => Err(StoreError::Corrupt("the event writer stopped".into())),
-            },
+            Some(receipt) => settled(receipt.await),
         };
         let histories = &self.parts.histories;
         let session = &self.turn.session_id;
@@ -155,15 +164,12 @@ impl<'a> TurnLog<'a> {
         // The tenant's tokens of the day are read again once this turn's usage is durable:
         // a client that sees the end and starts another turn is held to them.
         self.parts.quotas.turn_ended(&self.turn.tenant_id);
-        let _ = self.sync().await;
-        let stopped = if self.failed {
-            // Some of its events are not stored: the end closes what is (the message it
-            // left open, with what clients saw of it in the history) in one append.
-            let error = error.unwrap_or_else(|| {
-                TurnError::new("internal", "the turn's events could not be stored")
-            });
-            close_turn(self, error).await
-        } else {
+        // The end is queued behind the turn's last events without waiting for them: the
+        // writer refuses it if any of them failed, and the turn is then closed instead.
+        let earlier = self.last.take();
+        let mut reason = error.clone();
+        let mut ended = None;
+        if !self.failed {
             self.emit(
                 vec![EventData::TurnStop {
                     stop_reason,
@@ -173,7 +179,29 @@ impl<'a> TurnLog<'a> {
                 Vec::new(),
             )
             .await;
-            self.sync().await.map_err(EngineError::from)
+            let earlier = match earlier {
+                None => Ok(()),
+                Some(receipt) => settled(receipt.await),
+            };
+            let stop = self.sync().await;
+            match earlier {
+                // It refused the end: the turn closes with why it failed.
+                Err(failure) if !matches!(failure, StoreError::Fenced(_)) => {
+                    reason = Some(unstored(&failure));
+                }
+                _ => ended = Some(stop),
+            }
+        }
+        let stopped = match ended {
+            Some(stop) => stop.map_err(EngineError::from),
+            None => {
+                // Some of its events are not stored: the end closes what is (the message it
+                // left open, with what clients saw of it in the history) in one append.
+                let reason = reason.unwrap_or_else(|| {
+                    TurnError::new("internal", "the turn's events could not be stored")
+                });
+                close_turn(self, reason).await
+            }
         };
         match stopped.map_err(|error| match error {
             EngineError::Store(error) => error,
@@ -189,6 +217,19 @@ impl<'a> TurnLog<'a> {
                 self.parts.end_later(self.turn, unstored(&error));
             }
         }
+    }
+}
+
+/// What an append's receipt says of it: committed, or why not.
+fn settled(
+    receipt: Result<
+        Result<Vec<std::sync::Arc<crate::model::Event>>, StoreError>,
+        tokio::sync::oneshot::error::RecvError,
+    >,
+) -> Result<(), StoreError> {
+    match receipt {
+        Ok(result) => result.map(|_| ()),
+        Err(_) => Err(StoreError::Corrupt("the event writer stopped".into())),
     }
 }
 
@@ -324,7 +365,7 @@ async fn close_turn(log: &mut TurnLog<'_>, reason: TurnError) -> Result<(), Engi
         usage: Usage::default(),
     });
     log.failed = false;
-    log.emit(closing, history).await;
+    log.queue(closing, history, true).await;
     log.sync().await?;
     Ok(())
 }
@@ -353,4 +394,81 @@ pub(super) async fn interrupt_orphan(parts: TurnParts<'_>, turn: &Turn) -> Resul
     .await?;
     tracing::warn!(turn_id = %turn.id, "recovered a turn left unfinished: interrupted");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::engine::testing::{TestEngine, says};
+    use crate::model::{EventData, HistoryType, TurnStatus};
+    use crate::store::Deltas;
+
+    /// A turn's end is queued behind its reply without waiting for it: when the reply
+    /// cannot be stored, that end is refused and the turn is closed as failed with what is
+    /// durable of it, never recorded as completed.
+    #[tokio::test]
+    async fn an_end_queued_behind_a_reply_that_was_not_stored_closes_the_turn_as_failed() {
+        let test = TestEngine::start().await;
+        let session = test.session("echo").await;
+        test.store
+            .faults
+            .refuse_usage_appends
+            .store(true, Ordering::SeqCst);
+        let started = test
+            .engine
+            .start_turn(&test.tenant, &session.id, says("hello there", None))
+            .await
+            .unwrap();
+        let turn = started.turn.id;
+        test.finish(started).await;
+        test.store
+            .faults
+            .refuse_usage_appends
+            .store(false, Ordering::SeqCst);
+
+        let stored = test
+            .store
+            .get_turn(&test.tenant, &session.id, &turn)
+            .await
+            .unwrap();
+        assert_eq!(stored.status, TurnStatus::Failed, "{stored:?}");
+        assert_eq!(stored.error.as_ref().unwrap().code, "internal");
+        let events = test
+            .store
+            .list_events(
+                &test.tenant,
+                &session.id,
+                Some(&turn),
+                0,
+                100,
+                Deltas::Merged,
+            )
+            .await
+            .unwrap();
+        let kinds: Vec<&str> = events.iter().map(|e| e.data.kind()).collect();
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "turn_stop").count(),
+            1,
+            "{kinds:?}"
+        );
+        assert_eq!(kinds.last(), Some(&"turn_stop"));
+        assert!(!kinds.contains(&"usage"), "the refused append: {kinds:?}");
+        assert!(
+            matches!(
+                &events.last().unwrap().data,
+                EventData::TurnStop { error: Some(error), .. } if error.code == "internal"
+            ),
+            "{:?}",
+            events.last()
+        );
+        // The reply clients saw is closed into the history.
+        let history = test
+            .store
+            .list_history(&test.tenant, &session.id, HistoryType::Full)
+            .await
+            .unwrap();
+        assert_eq!(history.len(), 2, "{history:?}");
+        test.stop().await;
+    }
 }

@@ -155,7 +155,11 @@ async fn run_steps(
         };
         record_tool_result(log, &call.id, content).await;
     }
-    log.sync().await?;
+    // The answers are durable (and in the cached history) before the model reads them.
+    // Nothing else waits here: the turn's start is committed with what follows it.
+    if !permissions.is_empty() {
+        log.sync().await?;
+    }
     let tools: Vec<ToolSpec> = session
         .client_tools
         .iter()
@@ -442,6 +446,10 @@ async fn stream_message(
         history,
     )
     .await;
-    log.sync().await?;
+    // A reply that calls tools is durable before they run; one that ends the turn is not
+    // waited for: the turn's end is queued behind it (see `TurnLog::stop`).
+    if !step.calls.is_empty() {
+        log.sync().await?;
+    }
     Ok(step)
 }

@@ -50,13 +50,14 @@ impl Engine {
             }
         }
         let engine = self.clone();
-        self.tracker.spawn(
+        self.tracker.spawn_on(
             async move {
                 engine
                     .execute(turn, session, permissions, control, permits, claimed)
                     .await
             }
             .instrument(span),
+            &self.runtime,
         );
     }
 

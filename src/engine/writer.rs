@@ -41,6 +41,11 @@ pub struct Append {
     pub run: Option<RunId>,
     pub events: Vec<EventData>,
     pub history: Vec<HistoryMessage>,
+    /// Whether this append may follow an append of its turn that failed: only the end that
+    /// closes such a turn (what is durable of it) may. Any other, the turn's ordinary end
+    /// included, is then refused, so an end queued behind the turn's last events without
+    /// waiting for them is never committed when they were not.
+    pub after_failure: bool,
     /// The span the commit of these events is recorded on, as an event (disabled when
     /// traces are not exported).
     pub span: tracing::Span,
@@ -226,7 +231,7 @@ struct WriterTask {
     /// writer; on PostgreSQL another process may run the session's next turn.
     keep_seq: bool,
     /// Turns an append failed for: their later events would leave a hole, so only their
-    /// `turn_stop` is still accepted.
+    /// closing end (`after_failure`) is still accepted.
     failed_turns: HashSet<TurnId>,
     /// The deltas of each turn's message in progress, until its `message_stop`.
     open_messages: HashMap<TurnId, Vec<OpenDelta>>,
@@ -401,7 +406,7 @@ impl WriterTask {
                 let _ = reply.send(Err(StoreError::Unavailable(LEASE_UNPROVEN.into())));
                 continue;
             }
-            if self.failed_turns.contains(&append.turn) && !stops {
+            if self.failed_turns.contains(&append.turn) && !append.after_failure {
                 let _ = reply.send(Err(StoreError::Corrupt(
                     "an earlier append of this turn failed".into(),
                 )));
@@ -729,6 +734,7 @@ mod tests {
             run: None,
             events,
             history,
+            after_failure: false,
             span: tracing::Span::none(),
         }
     }
@@ -953,21 +959,25 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(history.len(), 1, "{history:?}");
-            // The turn's end goes after what is durable of it.
-            let stop = writer
-                .append(append(
-                    turn,
-                    vec![EventData::TurnStop {
-                        stop_reason: StopReason::Error,
-                        error: Some(unstored(&StoreError::Unavailable("lost".into()))),
-                        usage: Usage::default(),
-                    }],
-                    Vec::new(),
-                ))
-                .await
-                .await
-                .unwrap()
-                .unwrap();
+            // An ordinary end is refused; the end that closes the turn goes after what is
+            // durable of it.
+            let ordinary = writer.append(append(turn, vec![stop()], Vec::new())).await;
+            let refused = ordinary.await.unwrap();
+            assert!(
+                matches!(refused, Err(StoreError::Corrupt(_))),
+                "{refused:?}"
+            );
+            let mut closing = append(
+                turn,
+                vec![EventData::TurnStop {
+                    stop_reason: StopReason::Error,
+                    error: Some(unstored(&StoreError::Unavailable("lost".into()))),
+                    usage: Usage::default(),
+                }],
+                Vec::new(),
+            );
+            closing.after_failure = true;
+            let stop = writer.append(closing).await.await.unwrap().unwrap();
             assert_eq!(stop[0].seq, events.last().unwrap().seq + 1);
         }
         store.close().await;

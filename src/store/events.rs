@@ -305,6 +305,22 @@ impl Store {
         groups: &[AppendGroup],
         origin: &ProcessId,
     ) -> Result<u64, StoreError> {
+        #[cfg(test)]
+        if self
+            .faults
+            .refuse_usage_appends
+            .load(std::sync::atomic::Ordering::SeqCst)
+            && groups.iter().any(|group| {
+                group
+                    .events
+                    .iter()
+                    .any(|event| matches!(event.data, EventData::Usage { .. }))
+            })
+        {
+            return Err(StoreError::Corrupt(
+                "a usage event refused by the test".into(),
+            ));
+        }
         let rows = new_rows(groups);
         let mut enqueued = 0;
         match &self.db {

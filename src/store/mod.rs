@@ -176,6 +176,9 @@ pub(crate) struct Faults {
     /// The next event append commits, then fails as if the connection had died before the
     /// database's answer arrived: the caller cannot know whether it was stored.
     pub lose_next_commit_answer: std::sync::atomic::AtomicBool,
+    /// While set, every event append holding a `usage` event (a model step's end) is
+    /// refused and writes nothing, as a statement the database rejects.
+    pub refuse_usage_appends: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, thiserror::Error)]

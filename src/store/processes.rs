@@ -26,13 +26,10 @@ fn later_sql(db: &Db, param: u8) -> String {
     }
 }
 
-/// Serializes the claims of one tenant's slots over every process.
-pub(super) const TENANT_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7))";
-
-/// Starts the queued turn $2 if its tenant $1 runs fewer than $3 turns (under [`TENANT_LOCK`]).
-pub(super) const START_WITHIN: &str = "UPDATE turns SET status = 'running' WHERE tenant_id = $1 \
-     AND id = $2 AND status = 'queued' AND (SELECT COUNT(*) FROM turns \
-     WHERE tenant_id = $1 AND status = 'running') < $3";
+/// Starts the queued turn $2 of tenant $1 in one of the tenant's $3 slots over every
+/// process, if one is free (PostgreSQL, migration V29); with $4, only a turn no process
+/// owns, which becomes $4's. Claims of a tenant's slots do not wait for each other.
+pub(super) const CLAIM_SLOT: &str = "SELECT agentry_claim_slot($1, $2, $3, $4)";
 
 #[derive(sqlx::FromRow)]
 struct ClaimedRow {
@@ -204,8 +201,8 @@ impl Store {
 
     /// Starts a queued turn if its tenant runs fewer than `limit` turns over every process
     /// (PostgreSQL; on SQLite the one process's own limit is the whole truth and this
-    /// always starts it). Claims are serialized per tenant by an advisory lock, so two
-    /// processes never both take the last slot. `false`: the tenant is at its limit.
+    /// always starts it), in a free slot of its tenant's ([`CLAIM_SLOT`]), so two processes
+    /// never both take the last one. `Full`: the tenant is at its limit.
     pub async fn start_turn_within(
         &self,
         tenant: &TenantId,
@@ -217,18 +214,14 @@ impl Store {
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut tx = pool.begin().await?;
-        sqlx::query(TENANT_LOCK)
-            .bind(tenant.to_uuid().to_string())
-            .execute(&mut *tx)
-            .await?;
-        let started = sqlx::query(START_WITHIN)
+        let started: bool = sqlx::query_scalar(CLAIM_SLOT)
             .bind(tenant)
             .bind(turn)
             .bind(limit)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        let claim = if started == 1 {
+            .bind(None::<ProcessId>)
+            .fetch_one(&mut *tx)
+            .await?;
+        let claim = if started {
             SlotClaim::Started
         } else {
             let status: Option<String> =
@@ -260,7 +253,8 @@ impl Store {
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // The oldest waiting turns of tenants under their limit now; each is then claimed
-        // in a transaction of its own, under its tenant's lock, if it still qualifies.
+        // in a transaction of its own, in a free slot of its tenant's, if it still
+        // qualifies.
         let candidates: Vec<(TurnId, TenantId)> = sqlx::query_as(
             "SELECT t.id, t.tenant_id FROM turns t WHERE t.status = 'queued' AND t.owner IS NULL \
              AND (SELECT COUNT(*) FROM turns r WHERE r.tenant_id = t.tenant_id \
@@ -270,26 +264,27 @@ impl Store {
         .bind(limit)
         .fetch_all(pool)
         .await?;
-        let sql = format!(
-            "UPDATE turns SET status = 'running', owner = $3 WHERE id = $2 \
-             AND status = 'queued' AND owner IS NULL AND (SELECT COUNT(*) FROM turns \
-             WHERE tenant_id = $1 AND status = 'running') < COALESCE((SELECT q.concurrent_turns \
-             FROM tenant_quotas q WHERE q.tenant_id = $1), $4) \
-             RETURNING {TURN_COLUMNS}, permissions"
-        );
+        let sql = format!("SELECT {TURN_COLUMNS}, permissions FROM turns WHERE id = $1");
         for (turn, tenant) in candidates {
             let mut tx = pool.begin().await?;
-            sqlx::query(TENANT_LOCK)
-                .bind(tenant.to_uuid().to_string())
-                .execute(&mut *tx)
-                .await?;
-            let claimed: Option<ClaimedRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
-                .bind(tenant)
-                .bind(turn)
-                .bind(me)
-                .bind(limit)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let started: bool = sqlx::query_scalar(
+                "SELECT agentry_claim_slot($1, $2, COALESCE((SELECT q.concurrent_turns \
+                 FROM tenant_quotas q WHERE q.tenant_id = $1), $3), $4)",
+            )
+            .bind(tenant)
+            .bind(turn)
+            .bind(limit)
+            .bind(me)
+            .fetch_one(&mut *tx)
+            .await?;
+            let claimed: Option<ClaimedRow> = if started {
+                sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(turn)
+                    .fetch_optional(&mut *tx)
+                    .await?
+            } else {
+                None
+            };
             tx.commit().await?;
             if let Some(row) = claimed {
                 return Ok(Some((
@@ -368,5 +363,79 @@ impl Store {
             .into_iter()
             .map(|(id, reason)| (id, reason.0))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::testing::{queued_turn, tenant, test_store};
+
+    /// Claims of one tenant's slots: one whose transaction is still open (its commit not
+    /// yet on disk) holds up no other, and no other takes its slot; the limit holds; a
+    /// slot frees itself when its turn ends.
+    #[tokio::test]
+    async fn a_claim_in_flight_holds_up_no_other_of_its_tenant_and_keeps_its_slot() {
+        let (store, _dir) = test_store().await;
+        let Db::Postgres(pool) = &store.db else {
+            // One process: its own limit is the whole truth.
+            return;
+        };
+        let tenant = tenant(&store).await;
+        let process = ProcessId::generate();
+        let first = queued_turn(&store, tenant, &process).await;
+        let second = queued_turn(&store, tenant, &process).await;
+        let third = queued_turn(&store, tenant, &process).await;
+        let claim = |turn: TurnId| {
+            let store = store.clone();
+            async move {
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    store.start_turn_within(&tenant, &turn, 2),
+                )
+                .await
+                .expect("a claim waited for another's commit")
+                .unwrap()
+            }
+        };
+
+        let mut in_flight = pool.begin().await.unwrap();
+        let took: bool = sqlx::query_scalar(CLAIM_SLOT)
+            .bind(tenant)
+            .bind(first.id)
+            .bind(2_i64)
+            .bind(None::<ProcessId>)
+            .fetch_one(&mut *in_flight)
+            .await
+            .unwrap();
+        assert!(took);
+        assert_eq!(claim(second.id).await, SlotClaim::Started);
+        assert_eq!(
+            claim(third.id).await,
+            SlotClaim::Full,
+            "both slots are held"
+        );
+        in_flight.commit().await.unwrap();
+        assert_eq!(claim(third.id).await, SlotClaim::Full);
+        let slots = |turn: TurnId| {
+            sqlx::query_scalar::<_, Option<i32>>("SELECT slot FROM turns WHERE id = $1")
+                .bind(turn)
+                .fetch_one(pool)
+        };
+        assert_eq!(slots(first.id).await.unwrap(), Some(0));
+        assert_eq!(slots(second.id).await.unwrap(), Some(1));
+
+        sqlx::query("UPDATE turns SET status = 'completed' WHERE id = $1")
+            .bind(first.id)
+            .execute(pool)
+            .await
+            .unwrap();
+        assert_eq!(claim(third.id).await, SlotClaim::Started);
+        assert_eq!(
+            slots(third.id).await.unwrap(),
+            Some(0),
+            "the ended turn's slot"
+        );
+        store.close().await;
     }
 }

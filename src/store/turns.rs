@@ -422,18 +422,13 @@ impl Store {
             }
             let started = match limits.start_within {
                 Some(limit) if postgres => {
-                    sqlx::query(super::processes::TENANT_LOCK)
-                        .bind(tenant.to_uuid().to_string())
-                        .execute(&mut *tx)
-                        .await?;
-                    sqlx::query(super::processes::START_WITHIN)
+                    sqlx::query_scalar(super::processes::CLAIM_SLOT)
                         .bind(tenant)
                         .bind(turn.id)
                         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                        .execute(&mut *tx)
+                        .bind(None::<ProcessId>)
+                        .fetch_one(&mut *tx)
                         .await?
-                        .rows_affected()
-                        == 1
                 }
                 _ => false,
             };

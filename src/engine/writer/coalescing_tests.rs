@@ -120,6 +120,7 @@ fn append(turn: &Turn, events: Vec<EventData>) -> Append {
         run: None,
         events,
         history: Vec::new(),
+        after_failure: false,
         span: tracing::Span::none(),
     }
 }
