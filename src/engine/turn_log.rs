@@ -411,10 +411,13 @@ mod tests {
     async fn an_end_queued_behind_a_reply_that_was_not_stored_closes_the_turn_as_failed() {
         let test = TestEngine::start().await;
         let session = test.session("echo").await;
-        test.store
-            .faults
-            .refuse_usage_appends
-            .store(true, Ordering::SeqCst);
+        let refuse = |on| {
+            test.store
+                .faults
+                .refuse_usage_appends
+                .store(on, Ordering::SeqCst)
+        };
+        refuse(true);
         let started = test
             .engine
             .start_turn(&test.tenant, &session.id, says("hello there", None))
@@ -422,10 +425,7 @@ mod tests {
             .unwrap();
         let turn = started.turn.id;
         test.finish(started).await;
-        test.store
-            .faults
-            .refuse_usage_appends
-            .store(false, Ordering::SeqCst);
+        refuse(false);
 
         let stored = test
             .store

@@ -264,7 +264,9 @@ impl Store {
         .bind(limit)
         .fetch_all(pool)
         .await?;
-        let sql = format!("SELECT {TURN_COLUMNS}, permissions FROM turns WHERE id = $1");
+        let sql = format!(
+            "SELECT {TURN_COLUMNS}, permissions FROM turns WHERE tenant_id = $1 AND id = $2"
+        );
         for (turn, tenant) in candidates {
             let mut tx = pool.begin().await?;
             let started: bool = sqlx::query_scalar(
@@ -279,6 +281,7 @@ impl Store {
             .await?;
             let claimed: Option<ClaimedRow> = if started {
                 sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(tenant)
                     .bind(turn)
                     .fetch_optional(&mut *tx)
                     .await?
