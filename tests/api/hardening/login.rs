@@ -225,8 +225,11 @@ async fn an_unknown_client_id_costs_what_a_wrong_secret_costs() {
 
 #[tokio::test]
 async fn concurrent_attempts_cannot_overtake_the_failure_limit() {
+    // The three attempts let through are all verified, however slow the machine: the
+    // queue for a verification slot must not refuse one of them.
     let app = app_with(
-        "[auth]\nlogin_max_failures_per_client = 3\nlogin_max_failures_per_address = 1000\n",
+        "[auth]\nlogin_max_failures_per_client = 3\nlogin_max_failures_per_address = 1000\n\
+         login_queue_timeout_ms = 600000\n",
     )
     .await;
     let (client, _) = credential(&app).await;
