@@ -4,7 +4,9 @@
 //! Every delta is durable before it is published. When a message's `message_stop` is
 //! committed, its deltas are stored again as one event per run of consecutive deltas of one
 //! kind, in the same transaction that removes the single ones (or instead of writing them,
-//! when they are in the same batch): the log keeps one row where the stream had many.
+//! when they are in the same batch): the log keeps one row where the stream had many. The
+//! batch that stores a turn's `turn_stop` stores the turn's events it holds as one row (see
+//! the store's `packed.rs`).
 //!
 //! Longer than most files here on purpose: batching, the coalescing of a finished message's
 //! deltas and the fencing of a batch are one state machine over one batch; split, each part
@@ -720,6 +722,8 @@ impl std::fmt::Display for BatchTurns<'_> {
 
 #[cfg(test)]
 mod coalescing_tests;
+#[cfg(test)]
+mod packing_tests;
 #[cfg(test)]
 mod tests {
     use super::*;

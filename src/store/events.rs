@@ -8,6 +8,7 @@ use sqlx::{QueryBuilder, Sqlite};
 
 use super::Stamp;
 use super::notify::{event_payloads, notify_events};
+use super::packed::{Entry, PACKED, pack_finished_turns, unpack};
 use super::runs::update_run_status;
 use super::turns::{HistoryRow, history_values, insert_history};
 use super::webhook_outbox::{
@@ -158,36 +159,110 @@ pub enum Deltas {
 
 impl EventRow {
     /// The events a reader whose cursor is `after` gets from this row: a coalesced delta
-    /// gives what the reader does not have yet, merged or as streamed.
+    /// gives what the reader does not have yet, merged or as streamed; a packed row, those
+    /// of its events after the cursor.
     pub(super) fn push_events(
         self,
         after: i64,
         deltas: Deltas,
         out: &mut Vec<Event>,
     ) -> Result<(), StoreError> {
-        let mut data = self.data.0;
-        let Some(lengths) = data.as_object_mut().and_then(|d| d.remove("lengths")) else {
-            out.push(Event {
+        let reader = RowReader {
+            session_id: self.session_id,
+            turn_id: turn_of_row(self.turn_id),
+            after,
+            deltas,
+        };
+        if self.kind != PACKED {
+            let stored = Stored::of(self.kind, self.data.0, self.created_at.0)?;
+            return reader.push(self.seq, stored, out);
+        }
+        let entries = unpack(self.seq, self.data.0, self.created_at.0)?
+            .into_iter()
+            .map(|entry| Stored::of(entry.kind, entry.data, entry.created_at))
+            .collect::<Result<Vec<_>, _>>()?;
+        let seqs: i64 = entries.iter().map(Stored::seqs).sum();
+        let mut last = self.seq - seqs;
+        for stored in entries {
+            last += stored.seqs();
+            if last > after {
+                reader.push(last, stored, out)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a reader of a row is given.
+struct RowReader {
+    session_id: SessionId,
+    turn_id: Option<TurnId>,
+    after: i64,
+    deltas: Deltas,
+}
+
+/// A stored event, or coalesced deltas with each delta's length.
+struct Stored {
+    kind: String,
+    data: Value,
+    lengths: Option<Vec<u32>>,
+    created_at: DateTime<Utc>,
+}
+
+impl Stored {
+    fn of(kind: String, mut data: Value, created_at: DateTime<Utc>) -> Result<Self, StoreError> {
+        let lengths = match data.as_object_mut().and_then(|d| d.remove("lengths")) {
+            Some(runs) => Some(expand_lengths(serde_json::from_value(runs)?)),
+            None => None,
+        };
+        Ok(Self {
+            kind,
+            data,
+            lengths,
+            created_at,
+        })
+    }
+
+    /// The seqs it stands for.
+    fn seqs(&self) -> i64 {
+        self.lengths
+            .as_ref()
+            .map_or(1, |lengths| lengths.len() as i64)
+    }
+}
+
+impl RowReader {
+    /// The events of `stored`, whose last seq is `seq`, after the cursor.
+    fn push(&self, seq: i64, stored: Stored, out: &mut Vec<Event>) -> Result<(), StoreError> {
+        let Stored {
+            kind,
+            data,
+            lengths,
+            created_at,
+        } = stored;
+        let make = |seq: i64, data: Value| -> Result<Event, StoreError> {
+            Ok(Event {
                 session_id: self.session_id,
-                seq: self.seq,
-                turn_id: turn_of_row(self.turn_id),
-                data: EventData::from_parts(&self.kind, data)?,
-                created_at: self.created_at.0,
-            });
+                seq,
+                turn_id: self.turn_id,
+                data: EventData::from_parts(&kind, data)?,
+                created_at,
+            })
+        };
+        let Some(lengths) = lengths else {
+            out.push(make(seq, data)?);
             return Ok(());
         };
-        let lengths = expand_lengths(serde_json::from_value(lengths)?);
         let text = match data.get("delta") {
             Some(Value::String(text)) => text.as_str(),
             _ => "",
         };
         let corrupt = || {
             StoreError::Corrupt(format!(
-                "coalesced deltas at seq {} do not match their lengths",
-                self.seq
+                "coalesced deltas at seq {seq} do not match their lengths"
             ))
         };
-        let first = self.seq - lengths.len() as i64 + 1;
+        let first = seq - lengths.len() as i64 + 1;
         let mut start = 0;
         let mut pieces = Vec::with_capacity(lengths.len());
         for (i, length) in lengths.iter().enumerate() {
@@ -199,22 +274,15 @@ impl EventRow {
         if start != text.len() {
             return Err(corrupt());
         }
-        let missed = pieces.into_iter().filter(|(seq, _)| *seq > after);
-        let mut make = |seq: i64, delta: String| -> Result<(), StoreError> {
-            out.push(Event {
-                session_id: self.session_id,
-                seq,
-                turn_id: turn_of_row(self.turn_id),
-                data: EventData::from_parts(&self.kind, serde_json::json!({ "delta": delta }))?,
-                created_at: self.created_at.0,
-            });
-            Ok(())
-        };
-        match deltas {
-            Deltas::Merged => make(self.seq, missed.map(|(_, piece)| piece).collect())?,
+        let missed = pieces.into_iter().filter(|(seq, _)| *seq > self.after);
+        match self.deltas {
+            Deltas::Merged => {
+                let delta: String = missed.map(|(_, piece)| piece).collect();
+                out.push(make(seq, serde_json::json!({ "delta": delta }))?);
+            }
             Deltas::AsStreamed => {
                 for (seq, piece) in missed {
-                    make(seq, piece.to_owned())?;
+                    out.push(make(seq, serde_json::json!({ "delta": piece }))?);
                 }
             }
         }
@@ -239,27 +307,35 @@ pub(super) struct NewRow<'a> {
     pub created_at: &'a DateTime<Utc>,
 }
 
+/// The rows a batch inserts: its events, its coalesced deltas, each finished turn's
+/// events packed (see `packed.rs`).
 fn new_rows(groups: &[AppendGroup]) -> Vec<NewRow<'_>> {
-    let mut rows = Vec::new();
+    let mut entries = Vec::new();
     for group in groups {
-        rows.extend(group.events.iter().map(|event| NewRow {
-            session: group.session,
-            seq: event.seq,
-            turn: group.turn,
-            kind: event.data.kind(),
-            data: event.data.to_data(),
-            created_at: &event.created_at,
+        entries.extend(group.events.iter().map(|event| Entry {
+            first_seq: event.seq,
+            row: NewRow {
+                session: group.session,
+                seq: event.seq,
+                turn: group.turn,
+                kind: event.data.kind(),
+                data: event.data.to_data(),
+                created_at: &event.created_at,
+            },
         }));
-        rows.extend(group.coalesced.iter().map(|run| NewRow {
-            session: group.session,
-            seq: run.last_seq(),
-            turn: group.turn,
-            kind: run.kind(),
-            data: run.data(),
-            created_at: &run.created_at,
+        entries.extend(group.coalesced.iter().map(|run| Entry {
+            first_seq: run.first_seq,
+            row: NewRow {
+                session: group.session,
+                seq: run.last_seq(),
+                turn: group.turn,
+                kind: run.kind(),
+                data: run.data(),
+                created_at: &run.created_at,
+            },
         }));
     }
-    rows
+    pack_finished_turns(groups, entries)
 }
 
 impl Store {
@@ -393,8 +469,8 @@ impl Store {
     }
 
     /// The session's events after `after`, in order, from up to `limit` stored rows (a
-    /// coalesced row read `AsStreamed` gives several events); only one turn's when `turn` is
-    /// given.
+    /// packed row, or a coalesced one read `AsStreamed`, gives several events); only one
+    /// turn's when `turn` is given.
     pub async fn list_events(
         &self,
         tenant: &TenantId,

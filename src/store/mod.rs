@@ -28,6 +28,7 @@ mod labels;
 mod migrate;
 mod notes;
 mod notify;
+mod packed;
 mod pg_writes;
 mod processes;
 mod quotas;

@@ -304,14 +304,7 @@ async fn a_killed_processs_turn_is_ended_once_by_another_and_its_replacement_lea
     assert_eq!(stop.data["error"]["code"], "interrupted");
     // engine.lease_ms = 1000 and lease_sweep_ms = 200 in these tests.
     assert!(waited < Duration::from_secs(5), "ended after {waited:?}");
-    let stops = cluster
-        .db()
-        .scalar(&format!(
-            "SELECT COUNT(*) FROM events WHERE kind = 'turn_stop' AND turn_id = {}",
-            cluster.db().id(&turn)
-        ))
-        .await;
-    assert_eq!(stops, "1", "exactly one terminal event");
+    crate::durability::assert_one_terminal_event_last(cluster.db(), &turn).await;
 
     // B runs a turn; A's replacement starts meanwhile and must not touch it.
     let other = b.create_session(token, "slow").await;
@@ -365,14 +358,7 @@ async fn a_rolling_restart_ends_every_turn_once_and_followers_on_the_new_process
         } else {
             assert_eq!(stop.data["error"]["code"], "interrupted", "{turn}");
         }
-        let stops = cluster
-            .db()
-            .scalar(&format!(
-                "SELECT COUNT(*) FROM events WHERE kind = 'turn_stop' AND turn_id = {}",
-                cluster.db().id(turn)
-            ))
-            .await;
-        assert_eq!(stops, "1");
+        crate::durability::assert_one_terminal_event_last(cluster.db(), turn).await;
     }
     assert!(old.wait_exit(Duration::from_secs(30)).success());
     cluster.db().wait_for_no_unfinished_turns().await;

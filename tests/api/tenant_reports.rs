@@ -96,20 +96,35 @@ async fn a_turns_log_lists_its_stored_events_with_the_ids_its_stream_uses() {
     assert_eq!(ids.first(), record.body["firstSeq"].as_i64().as_ref());
     assert_eq!(ids.last(), record.body["lastSeq"].as_i64().as_ref());
 
-    // A page at a time, after any id.
-    let page = app
-        .get(
-            &format!(
-                "/sessions/{session}/turns/{turn}/log?after={}&limit=1",
-                ids[1]
-            ),
-            &token,
-        )
-        .await;
-    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
-    let first = event_ids(&page.body["events"]);
-    assert_eq!(first[0], ids[2]);
-    assert_eq!(page.body["next"].as_i64(), first.last().copied());
+    // A page of one stored row at a time, after any id: the pages hold every event after
+    // it once, and `next` is there while the turn has more.
+    let mut after = ids[1];
+    let mut paged: Vec<i64> = Vec::new();
+    let page = loop {
+        let page = app
+            .get(
+                &format!("/sessions/{session}/turns/{turn}/log?after={after}&limit=1"),
+                &token,
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+        let got = event_ids(&page.body["events"]);
+        assert!(!got.is_empty(), "{}", page.text);
+        paged.extend(&got);
+        let last = *got.last().unwrap();
+        let more = last < *ids.last().unwrap();
+        assert_eq!(
+            page.body["next"].as_i64(),
+            more.then_some(last),
+            "{}",
+            page.text
+        );
+        if !more {
+            break page;
+        }
+        after = last;
+    };
+    assert_eq!(paged, ids[2..]);
 
     for bad in ["after=-1", "limit=0", "limit=1001", "after=x"] {
         let reply = app

@@ -27,8 +27,8 @@ pub struct LogQuery {
     /// Events with an id greater than this (0 when omitted).
     #[param(minimum = 0)]
     after: Option<i64>,
-    /// Stored events to read, 1 to 1000 (500 when omitted); deltas stored together count
-    /// as one.
+    /// Stored rows to read, 1 to 1000 (500 when omitted): events stored together (a
+    /// message's deltas, a finished turn's events) count as one.
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }

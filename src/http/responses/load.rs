@@ -99,7 +99,7 @@ pub async fn snapshot(state: &AppState, loaded: &Loaded) -> Result<Value, OpenAi
             renderer.render(event);
         }
         match events.last() {
-            Some(last) if events.len() as i64 == PAGE => after = last.seq,
+            Some(last) if events.len() as i64 >= PAGE => after = last.seq,
             _ => break,
         }
     }

@@ -26,19 +26,46 @@ pub fn turn_id(stream: &SseReader) -> String {
         .to_owned()
 }
 
-/// Every stored event of a turn as `(seq, kind)`, in order.
+/// Every stored event of a turn as `(seq, kind)`, in order, coalesced deltas at their
+/// last seq and the events of a packed row (a finished turn's, stored together) each at
+/// its own.
 pub async fn stored_events(db: &TestDb, turn: &str) -> Vec<(i64, String)> {
-    db.column(&format!(
-        "SELECT CAST(seq AS TEXT) || ' ' || kind FROM events WHERE turn_id = {} ORDER BY seq",
-        db.id(turn)
-    ))
-    .await
-    .into_iter()
-    .map(|row| {
-        let (seq, kind) = row.split_once(' ').unwrap();
-        (seq.parse().unwrap(), kind.to_owned())
-    })
-    .collect()
+    let rows = db
+        .column(&format!(
+            "SELECT CAST(seq AS TEXT) || ' ' || kind || ' ' || CAST(data AS TEXT) \
+             FROM events WHERE turn_id = {} ORDER BY seq",
+            db.id(turn)
+        ))
+        .await;
+    let mut events = Vec::new();
+    for row in rows {
+        let mut parts = row.splitn(3, ' ');
+        let (seq, kind, data) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        let seq: i64 = seq.parse().unwrap();
+        if kind != "packed" {
+            events.push((seq, kind.to_owned()));
+            continue;
+        }
+        let entries: Vec<Vec<serde_json::Value>> = serde_json::from_str(data).unwrap();
+        let seqs = |entry: &[serde_json::Value]| -> i64 {
+            entry
+                .get(1)
+                .and_then(|data| data["lengths"].as_array())
+                .map_or(1, |runs| {
+                    runs.iter().map(|run| run[1].as_i64().unwrap()).sum()
+                })
+        };
+        let mut last = seq - entries.iter().map(|entry| seqs(entry)).sum::<i64>();
+        for entry in &entries {
+            last += seqs(entry);
+            events.push((last, entry[0].as_str().unwrap().to_owned()));
+        }
+    }
+    events
 }
 
 /// A stored turn's log ends with its one `turn_stop`: nothing after it, nothing twice.

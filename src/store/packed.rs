@@ -1,0 +1,288 @@
+//! A finished turn's events in one row. The batch that stores a turn's `turn_stop` stores
+//! the events of that turn it holds, from the last gap in their seqs up to the stop, as one
+//! row at the stop's seq instead of one row each: six rows of an echo turn become one, which
+//! saves each row's keys, turn id and time.
+//!
+//! The row's `kind` is `packed` and its `data` a JSON array of entries, in seq order, each
+//! `[kind]`, `[kind, data]` or `[kind, data, micros]`: the event's kind, its data when not
+//! `{}`, and how many microseconds after the row's time it was made when not at it. An
+//! entry takes one seq, except coalesced deltas, which take one per delta (`lengths`); the
+//! last entry ends at the row's seq. Nothing is packed before its turn ends, so no later
+//! batch removes or replaces part of a packed row.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::StoreError;
+use super::events::{AppendGroup, NewRow};
+use crate::model::{SessionId, TurnId};
+
+/// The `kind` of a row holding several events of a finished turn.
+pub(super) const PACKED: &str = "packed";
+
+/// A row to insert, with the first seq it stands for (coalesced deltas stand for several).
+pub(super) struct Entry<'a> {
+    pub first_seq: i64,
+    pub row: NewRow<'a>,
+}
+
+/// The rows of a batch, each finished turn's contiguous tail packed into one.
+pub(super) fn pack_finished_turns<'a>(
+    groups: &[AppendGroup],
+    entries: Vec<Entry<'a>>,
+) -> Vec<NewRow<'a>> {
+    let finished: HashSet<(SessionId, TurnId)> = groups
+        .iter()
+        .filter(|group| group.events.iter().any(|e| e.data.is_turn_stop()))
+        .map(|group| (group.session, group.turn))
+        .collect();
+    let mut rows = Vec::with_capacity(entries.len());
+    let mut of_finished: HashMap<(SessionId, TurnId), Vec<Entry<'a>>> = HashMap::new();
+    for entry in entries {
+        let key = (entry.row.session, entry.row.turn);
+        if finished.contains(&key) {
+            of_finished.entry(key).or_default().push(entry);
+        } else {
+            rows.push(entry.row);
+        }
+    }
+    for mut entries in of_finished.into_values() {
+        entries.sort_unstable_by_key(|entry| entry.first_seq);
+        let mut start = entries.len() - 1;
+        while start > 0 && entries[start - 1].row.seq + 1 == entries[start].first_seq {
+            start -= 1;
+        }
+        let tail = entries.split_off(start);
+        rows.extend(entries.into_iter().map(|entry| entry.row));
+        if tail.len() == 1 {
+            rows.extend(tail.into_iter().map(|entry| entry.row));
+        } else {
+            rows.push(pack(tail));
+        }
+    }
+    rows
+}
+
+/// Consecutive rows of one turn as one row at the last one's seq.
+fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
+    let first = &entries[0].row;
+    let last = &entries[entries.len() - 1].row;
+    let (session, seq, turn, created_at) = (first.session, last.seq, first.turn, first.created_at);
+    let at = created_at.timestamp_micros();
+    let mut data = String::from("[");
+    for (i, entry) in entries.iter().enumerate() {
+        if i > 0 {
+            data.push(',');
+        }
+        data.push_str("[\"");
+        data.push_str(entry.row.kind);
+        data.push('"');
+        let micros = entry.row.created_at.timestamp_micros() - at;
+        if entry.row.data != "{}" || micros != 0 {
+            data.push(',');
+            data.push_str(&entry.row.data);
+        }
+        if micros != 0 {
+            data.push(',');
+            data.push_str(&micros.to_string());
+        }
+        data.push(']');
+    }
+    data.push(']');
+    NewRow {
+        session,
+        seq,
+        turn,
+        kind: PACKED,
+        data,
+        created_at,
+    }
+}
+
+/// One entry of a packed row, read back.
+pub(super) struct Unpacked {
+    pub kind: String,
+    pub data: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The entries of a packed row made at `created_at`.
+pub(super) fn unpack(
+    seq: i64,
+    data: Value,
+    created_at: DateTime<Utc>,
+) -> Result<Vec<Unpacked>, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("the packed events at seq {seq} are malformed"));
+    let Value::Array(entries) = data else {
+        return Err(corrupt());
+    };
+    let mut unpacked = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Value::Array(parts) = entry else {
+            return Err(corrupt());
+        };
+        let mut parts = parts.into_iter();
+        let kind = match parts.next() {
+            Some(Value::String(kind)) => kind,
+            _ => return Err(corrupt()),
+        };
+        let data = match parts.next() {
+            Some(data @ Value::Object(_)) => data,
+            None => Value::Object(Default::default()),
+            Some(_) => return Err(corrupt()),
+        };
+        let created_at = match parts.next() {
+            None => created_at,
+            Some(micros) => micros
+                .as_i64()
+                .map(chrono::Duration::microseconds)
+                .and_then(|after| created_at.checked_add_signed(after))
+                .ok_or_else(corrupt)?,
+        };
+        if parts.next().is_some() {
+            return Err(corrupt());
+        }
+        unpacked.push(Unpacked {
+            kind,
+            data,
+            created_at,
+        });
+    }
+    Ok(unpacked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Event, EventData, StopReason, TenantId, Usage};
+
+    fn entry<'a>(
+        session: SessionId,
+        turn: TurnId,
+        seqs: (i64, i64),
+        kind: &'static str,
+        data: &str,
+        at: &'a DateTime<Utc>,
+    ) -> Entry<'a> {
+        Entry {
+            first_seq: seqs.0,
+            row: NewRow {
+                session,
+                seq: seqs.1,
+                turn,
+                kind,
+                data: data.to_owned(),
+                created_at: at,
+            },
+        }
+    }
+
+    fn group(session: SessionId, turn: TurnId, events: Vec<EventData>) -> AppendGroup {
+        AppendGroup {
+            tenant: TenantId::generate(),
+            session,
+            turn,
+            run: None,
+            events: events
+                .into_iter()
+                .map(|data| Event {
+                    session_id: session,
+                    seq: 0,
+                    turn_id: Some(turn),
+                    data,
+                    created_at: crate::model::now(),
+                })
+                .collect(),
+            coalesced: Vec::new(),
+            history: Vec::new(),
+            transition: None,
+        }
+    }
+
+    #[test]
+    fn a_finished_turns_rows_after_their_last_gap_become_one_and_others_stay() {
+        let session = SessionId::generate();
+        let (ended, running) = (TurnId::generate(), TurnId::generate());
+        let stop = EventData::TurnStop {
+            stop_reason: StopReason::EndTurn,
+            error: None,
+            usage: Usage::default(),
+        };
+        let groups = [
+            group(session, ended, vec![stop]),
+            group(session, running, vec![EventData::TurnStart {}]),
+        ];
+        let at = crate::model::now();
+        let later = at + chrono::Duration::microseconds(250);
+        let entries = vec![
+            entry(session, ended, (2, 2), "turn_start", "{}", &at),
+            // Seq 3 is not in the batch: a gap.
+            entry(session, ended, (4, 4), "message_start", "{}", &at),
+            entry(
+                session,
+                ended,
+                (5, 7),
+                "text_delta",
+                r#"{"delta":"abc","lengths":[[1,3]]}"#,
+                &at,
+            ),
+            entry(session, ended, (8, 8), "message_stop", "{}", &later),
+            entry(
+                session,
+                ended,
+                (9, 9),
+                "turn_stop",
+                r#"{"stopReason":"end_turn"}"#,
+                &later,
+            ),
+            entry(session, running, (10, 10), "turn_start", "{}", &at),
+        ];
+        let mut rows = pack_finished_turns(&groups, entries);
+        rows.sort_by_key(|row| row.seq);
+        let stored: Vec<(i64, &str)> = rows.iter().map(|row| (row.seq, row.kind)).collect();
+        assert_eq!(
+            stored,
+            [(2, "turn_start"), (9, PACKED), (10, "turn_start")],
+            "before the gap and the running turn's rows stay single"
+        );
+        assert_eq!(
+            rows[1].data,
+            r#"[["message_start"],["text_delta",{"delta":"abc","lengths":[[1,3]]}],["message_stop",{},250],["turn_stop",{"stopReason":"end_turn"},250]]"#
+        );
+        assert_eq!(rows[1].created_at, &at);
+
+        let data: Value = serde_json::from_str(&rows[1].data).unwrap();
+        let at = DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap();
+        let unpacked = unpack(9, data, at).unwrap();
+        let kinds: Vec<&str> = unpacked.iter().map(|u| u.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["message_start", "text_delta", "message_stop", "turn_stop"]
+        );
+        assert_eq!(unpacked[0].created_at, at);
+        assert_eq!(
+            unpacked[3].created_at,
+            at + chrono::Duration::microseconds(250)
+        );
+        assert_eq!(unpacked[3].data["stopReason"], "end_turn");
+    }
+
+    #[test]
+    fn a_malformed_packed_row_is_refused_as_corrupt() {
+        let at = crate::model::now();
+        for data in [
+            serde_json::json!({"kind": "turn_start"}),
+            serde_json::json!([["turn_start", {}, 1, 2]]),
+            serde_json::json!([[7]]),
+            serde_json::json!([["turn_start", "text"]]),
+            serde_json::json!([["turn_start", {}, "soon"]]),
+        ] {
+            assert!(
+                matches!(unpack(1, data.clone(), at), Err(StoreError::Corrupt(_))),
+                "{data}"
+            );
+        }
+    }
+}
