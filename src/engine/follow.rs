@@ -86,9 +86,13 @@ pub fn follow(
                     }
                 }
             }
+            // What was published before the shutdown is delivered first: the shutdown ends
+            // after the turns' last events are published, and a stream that broke off on
+            // it first would lose them to its client.
             let received = tokio::select! {
-                _ = shutdown.cancelled() => break,
+                biased;
                 received = live.recv() => received,
+                _ = shutdown.cancelled() => break,
             };
             match received {
                 Ok(event) if anchored && event.seq <= last => {}
@@ -118,4 +122,74 @@ pub fn follow(
 
 fn ends(follow: &Follow, event: &Event) -> bool {
     follow.turn.is_some() && follow.turn == event.turn_id && event.data.is_turn_stop()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::testing::test_store;
+    use crate::metrics::Metrics;
+    use crate::model::{EventData, StopReason, Usage};
+    use futures_util::StreamExt;
+
+    #[tokio::test]
+    async fn a_stream_delivers_what_was_published_before_the_shutdown_then_ends() {
+        let (store, _dir) = test_store().await;
+        let fanout = Arc::new(Fanout::new(64, Metrics::new(false)));
+        let (tenant, session, turn) = (
+            TenantId::generate(),
+            SessionId::generate(),
+            TurnId::generate(),
+        );
+        let fresh = fanout.subscribe(&tenant, &session);
+        let shutdown = CancellationToken::new();
+        let stream = follow(
+            store.clone(),
+            fanout.clone(),
+            shutdown.clone(),
+            Follow {
+                tenant,
+                session,
+                turn: Some(turn),
+                after: 0,
+                deltas: Deltas::AsStreamed,
+            },
+            Some(fresh),
+        );
+        let data = [
+            EventData::TurnStart {},
+            EventData::MessageStart {},
+            EventData::TextDelta { delta: "a".into() },
+            EventData::TextDelta { delta: "b".into() },
+            EventData::MessageStop {},
+            EventData::TurnStop {
+                stop_reason: StopReason::EndTurn,
+                error: None,
+                usage: Usage::default(),
+            },
+        ];
+        let events: Vec<Arc<Event>> = data
+            .into_iter()
+            .enumerate()
+            .map(|(i, data)| {
+                Arc::new(Event {
+                    session_id: session,
+                    seq: i as i64 + 1,
+                    turn_id: Some(turn),
+                    data,
+                    created_at: crate::model::now(),
+                })
+            })
+            .collect();
+        // The turn's events are published, then the server shuts down, before the stream
+        // is first polled: both are ready at every step.
+        fanout.publish(&session, &events);
+        shutdown.cancel();
+        let got: Vec<i64> = stream
+            .map(|event| event.unwrap().seq)
+            .collect::<Vec<_>>()
+            .await;
+        assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+        store.close().await;
+    }
 }
