@@ -11,6 +11,7 @@
 //! batch removes or replaces part of a packed row.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -38,6 +39,9 @@ pub(super) fn pack_finished_turns<'a>(
         .filter(|group| group.events.iter().any(|e| e.data.is_turn_stop()))
         .map(|group| (group.session, group.turn))
         .collect();
+    if finished.is_empty() {
+        return entries.into_iter().map(|entry| entry.row).collect();
+    }
     let mut rows = Vec::with_capacity(entries.len());
     let mut of_finished: HashMap<(SessionId, TurnId), Vec<Entry<'a>>> = HashMap::new();
     for entry in entries {
@@ -85,8 +89,7 @@ fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
             data.push_str(&entry.row.data);
         }
         if micros != 0 {
-            data.push(',');
-            data.push_str(&micros.to_string());
+            write!(data, ",{micros}").expect("a String takes every write");
         }
         data.push(']');
     }

@@ -112,7 +112,7 @@ pub(super) async fn writer(store: &Store, process: ProcessId) -> EventWriter {
     )
 }
 
-fn append(turn: &Turn, events: Vec<EventData>) -> Append {
+pub(super) fn append(turn: &Turn, events: Vec<EventData>) -> Append {
     Append {
         tenant: turn.tenant_id,
         session: turn.session_id,
@@ -125,7 +125,7 @@ fn append(turn: &Turn, events: Vec<EventData>) -> Append {
     }
 }
 
-fn text(delta: &str) -> EventData {
+pub(super) fn text(delta: &str) -> EventData {
     EventData::TextDelta {
         delta: delta.into(),
     }

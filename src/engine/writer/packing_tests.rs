@@ -1,30 +1,11 @@
 //! A finished turn's events stored as one row: what the batch that ends a turn packs, and
 //! that a reader gets exactly the events the writer published, after any cursor.
 
-use super::coalescing_tests::writer;
+use super::coalescing_tests::{append, text, writer};
 use super::*;
 use crate::engine::testing::{running_turn, tenant, test_store};
 use crate::model::{StopReason, Turn, Usage};
 use crate::store::Deltas;
-
-fn append(turn: &Turn, events: Vec<EventData>) -> Append {
-    Append {
-        tenant: turn.tenant_id,
-        session: turn.session_id,
-        turn: turn.id,
-        run: None,
-        events,
-        history: Vec::new(),
-        after_failure: false,
-        span: tracing::Span::none(),
-    }
-}
-
-fn text(delta: &str) -> EventData {
-    EventData::TextDelta {
-        delta: delta.into(),
-    }
-}
 
 fn stop() -> EventData {
     EventData::TurnStop {
@@ -96,6 +77,26 @@ fn expected(published: &[Event], after: i64, deltas: Deltas) -> Vec<Compared> {
     out
 }
 
+/// Every cursor from before the turn to its end reads back what was published after it,
+/// deltas as streamed and merged.
+async fn assert_every_cursor_reads_as_published(store: &Store, turn: &Turn, published: &[Event]) {
+    let last = published.last().unwrap().seq;
+    for after in 0..=last {
+        for deltas in [Deltas::AsStreamed, Deltas::Merged] {
+            let got: Vec<_> = read(store, turn, after, 100, deltas)
+                .await
+                .iter()
+                .map(as_stored)
+                .collect();
+            assert_eq!(
+                got,
+                expected(published, after, deltas),
+                "after {after}, {deltas:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_turn_ended_in_one_batch_is_one_row_that_reads_back_as_published_after_any_cursor() {
     let (store, _dir) = test_store().await;
@@ -150,20 +151,7 @@ async fn a_turn_ended_in_one_batch_is_one_row_that_reads_back_as_published_after
     // One stored row: a read of one row gives the whole turn.
     let one_row = read(&store, &turn, 0, 1, Deltas::AsStreamed).await;
     assert_eq!(one_row.len(), published.len(), "{one_row:?}");
-    for after in first - 1..=last {
-        for deltas in [Deltas::AsStreamed, Deltas::Merged] {
-            let got: Vec<_> = read(&store, &turn, after, 100, deltas)
-                .await
-                .iter()
-                .map(as_stored)
-                .collect();
-            assert_eq!(
-                got,
-                expected(&published, after, deltas),
-                "after {after}, {deltas:?}"
-            );
-        }
-    }
+    assert_every_cursor_reads_as_published(&store, &turn, &published).await;
     store.close().await;
 }
 
@@ -208,17 +196,6 @@ async fn a_turn_whose_start_was_stored_before_packs_what_its_last_batch_holds() 
             "turn_stop"
         ]
     );
-    for after in 0..=published.last().unwrap().seq {
-        let got: Vec<_> = read(&store, &turn, after, 100, Deltas::AsStreamed)
-            .await
-            .iter()
-            .map(as_stored)
-            .collect();
-        assert_eq!(
-            got,
-            expected(&published, after, Deltas::AsStreamed),
-            "after {after}"
-        );
-    }
+    assert_every_cursor_reads_as_published(&store, &turn, &published).await;
     store.close().await;
 }
