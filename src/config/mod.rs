@@ -415,6 +415,12 @@ impl Settings {
                 "must be between 64 and 1048576",
             ));
         }
+        if self.database.sqlite_checkpoint_delay_ms > 60_000 {
+            return Err(ConfigError::new(
+                "database.sqlite_checkpoint_delay_ms",
+                "must be between 0 and 60000",
+            ));
+        }
         self.auth.validate()?;
         self.engine.validate()?;
         self.webhooks.validate()?;

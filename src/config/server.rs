@@ -97,6 +97,9 @@ pub struct DatabaseSettings {
     pub timeout_ms: u64,
     /// SQLite's page cache per connection, in KiB (the writer and each reader have one).
     pub sqlite_cache_kib: u32,
+    /// How long after a write SQLite's log is copied back into the database file by a
+    /// connection of its own, in milliseconds; 0: by the writer, as SQLite does by itself.
+    pub sqlite_checkpoint_delay_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -79,8 +79,13 @@ async fn store_at(url: &str, layers: &[&str]) -> (Store, Settings) {
 /// A migrated store on a new SQLite file whichever backend the tests run on, for what
 /// only SQLite does.
 pub async fn sqlite_store() -> (Store, tempfile::TempDir) {
+    sqlite_store_with(&[]).await
+}
+
+/// [`sqlite_store`] with the settings `layers` make.
+pub async fn sqlite_store_with(layers: &[&str]) -> (Store, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let (store, _) = store_at(&sqlite_url(&dir), &[]).await;
+    let (store, _) = store_at(&sqlite_url(&dir), layers).await;
     (store, dir)
 }
 

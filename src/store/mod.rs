@@ -16,6 +16,7 @@ use sqlx::sqlite::{
 use crate::config::DatabaseSettings;
 
 mod agents;
+mod checkpoint;
 mod compaction;
 mod credentials;
 mod events;
@@ -153,6 +154,8 @@ pub(crate) enum Db {
 pub(crate) struct SqlitePools {
     pub read: SqlitePool,
     pub write: SqlitePool,
+    /// Copies the log back into the database file beside the writer (see `checkpoint.rs`).
+    pub checkpointer: Option<std::sync::Arc<checkpoint::Checkpointer>>,
 }
 
 #[derive(Debug, Clone)]
@@ -350,6 +353,14 @@ impl Store {
                 .pragma("cache_size", format!("-{}", settings.sqlite_cache_kib))
                 .pragma("mmap_size", "0");
             create_parent_dir(options.get_filename())?;
+            let checkpointer = (settings.sqlite_checkpoint_delay_ms > 0)
+                .then(std::sync::Arc::<checkpoint::Checkpointer>::default);
+            let mut write_options = options.clone();
+            if checkpointer.is_some() {
+                write_options = write_options
+                    .pragma("wal_autocheckpoint", checkpoint::WRITER_PAGES.to_string());
+            }
+            let told = checkpointer.clone();
             // Writes queue for the one writer: they may wait as long as a lock (the busy
             // timeout) before the call is bounded.
             let write = SqlitePoolOptions::new()
@@ -359,9 +370,18 @@ impl Store {
                 .acquire_timeout(
                     timeout.max(Duration::from_millis(settings.sqlite_busy_timeout_ms)),
                 )
-                .after_release(|conn, _| Box::pin(async move { Ok(keep_after_release(conn)) }))
-                .connect_with(options.clone())
+                .after_release(move |conn, _| {
+                    if let Some(checkpointer) = &told {
+                        checkpointer.wrote();
+                    }
+                    Box::pin(async move { Ok(keep_after_release(conn)) })
+                })
+                .connect_with(write_options)
                 .await?;
+            if let Some(checkpointer) = &checkpointer {
+                let delay = Duration::from_millis(settings.sqlite_checkpoint_delay_ms);
+                checkpointer.start(&options, delay, write.clone()).await?;
+            }
             let read = SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
@@ -369,7 +389,11 @@ impl Store {
                 .acquire_timeout(timeout)
                 .connect_with(options.read_only(true))
                 .await?;
-            Db::Sqlite(SqlitePools { read, write })
+            Db::Sqlite(SqlitePools {
+                read,
+                write,
+                checkpointer,
+            })
         } else {
             let options = PgConnectOptions::from_str(url)?;
             let pool = PgPoolOptions::new()
@@ -478,6 +502,9 @@ impl Store {
     pub async fn close(&self) {
         match &self.db {
             Db::Sqlite(pools) => {
+                if let Some(checkpointer) = &pools.checkpointer {
+                    checkpointer.close().await;
+                }
                 pools.read.close().await;
                 pools.write.close().await;
             }
