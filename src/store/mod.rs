@@ -156,7 +156,12 @@ pub(crate) struct SqlitePools {
     pub write: SqlitePool,
     /// Copies the log back into the database file beside the writer (see `checkpoint.rs`).
     pub checkpointer: Option<std::sync::Arc<checkpoint::Checkpointer>>,
+    /// A file beside the database that [`Store::probe_space`] writes (none in memory).
+    pub space_probe: Option<std::path::PathBuf>,
 }
+
+/// Bytes [`Store::probe_space`] writes on SQLite: a few pages of log.
+const SPACE_PROBE_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -353,6 +358,13 @@ impl Store {
                 .pragma("cache_size", format!("-{}", settings.sqlite_cache_kib))
                 .pragma("mmap_size", "0");
             create_parent_dir(options.get_filename())?;
+            let file = options.get_filename();
+            let space_probe =
+                (!file.as_os_str().is_empty() && file != Path::new(":memory:")).then(|| {
+                    let mut probe = file.as_os_str().to_owned();
+                    probe.push("-space-probe");
+                    std::path::PathBuf::from(probe)
+                });
             let checkpointer = (settings.sqlite_checkpoint_delay_ms > 0)
                 .then(std::sync::Arc::<checkpoint::Checkpointer>::default);
             let mut write_options = options.clone();
@@ -393,6 +405,7 @@ impl Store {
                 read,
                 write,
                 checkpointer,
+                space_probe,
             })
         } else {
             let options = PgConnectOptions::from_str(url)?;
@@ -449,9 +462,34 @@ impl Store {
     /// A write that needs new space, undone: on PostgreSQL a temporary table (in the
     /// database's default tablespace) gets its first page and is rolled back, which fails
     /// with `disk_full` while that disk is full even when rows can still be updated in
-    /// place. On SQLite nothing more is written (a write's log grows on the database's own
-    /// disk). Success clears [`Store::storage_refused`].
+    /// place. On SQLite a small file is written beside the database and removed: a write
+    /// to the log may succeed in the space of frames already copied back. Success clears
+    /// [`Store::storage_refused`].
     pub async fn probe_space(&self) -> Result<(), StoreError> {
+        if let Db::Sqlite(pools) = &self.db
+            && let Some(probe) = pools.space_probe.clone()
+        {
+            // A write to the log may reuse the space of its earlier frames once the log
+            // started over: a file of its own, beside the database, needs new space.
+            let probed = tokio::task::spawn_blocking(move || {
+                let written = std::fs::write(&probe, vec![0u8; SPACE_PROBE_BYTES]);
+                let _ = std::fs::remove_file(&probe);
+                written
+            });
+            let written: std::io::Result<()> = bounded(self.timeout, async {
+                probed
+                    .await
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))
+            })
+            .await?;
+            match written {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::StorageFull => {
+                    return Err(StoreError::Full(sqlx::Error::Io(error)));
+                }
+                Err(error) => return Err(StoreError::Unavailable(error.to_string())),
+            }
+        }
         if let Db::Postgres(pool) = &self.db {
             bounded(self.timeout, async {
                 let mut tx = pool.begin().await?;
