@@ -61,9 +61,8 @@ impl Checkpointer {
         writer: SqlitePool,
     ) -> Result<(), sqlx::Error> {
         let conn = options.connect().await?;
-        let mut log = options.get_filename().as_os_str().to_owned();
-        log.push("-wal");
-        let task = tokio::spawn(run(conn, writer, log.into(), self.clone(), delay));
+        let log = super::beside(options.get_filename(), "-wal");
+        let task = tokio::spawn(run(conn, writer, log, self.clone(), delay));
         *self.task.lock().expect("not poisoned") = Some(task);
         Ok(())
     }

@@ -359,12 +359,7 @@ impl Store {
                 .pragma("mmap_size", "0");
             create_parent_dir(options.get_filename())?;
             let file = options.get_filename();
-            let space_probe =
-                (!file.as_os_str().is_empty() && file != Path::new(":memory:")).then(|| {
-                    let mut probe = file.as_os_str().to_owned();
-                    probe.push("-space-probe");
-                    std::path::PathBuf::from(probe)
-                });
+            let space_probe = (!is_memory(file)).then(|| beside(file, "-space-probe"));
             let checkpointer = (settings.sqlite_checkpoint_delay_ms > 0)
                 .then(std::sync::Arc::<checkpoint::Checkpointer>::default);
             let mut write_options = options.clone();
@@ -578,15 +573,27 @@ fn keep_after_release<C: sqlx::Connection>(conn: &mut C) -> bool {
     keep
 }
 
+/// Whether a SQLite file name names an in-memory database.
+fn is_memory(file: &Path) -> bool {
+    file.as_os_str().is_empty() || file == Path::new(":memory:")
+}
+
+/// The file named as `file` with `suffix` (SQLite's `-wal`, say).
+fn beside(file: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
 pub(crate) fn create_parent_dir(file: &Path) -> Result<(), StoreError> {
-    let is_memory = file.as_os_str().is_empty() || file == Path::new(":memory:");
     match file.parent() {
-        Some(dir) if !is_memory && !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)
-            .map_err(|e| {
+        Some(dir) if !is_memory(file) && !dir.as_os_str().is_empty() => {
+            std::fs::create_dir_all(dir).map_err(|e| {
                 StoreError::Database(sqlx::Error::Configuration(
                     format!("cannot create database directory {}: {e}", dir.display()).into(),
                 ))
-            }),
+            })
+        }
         _ => Ok(()),
     }
 }
