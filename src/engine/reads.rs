@@ -178,4 +178,9 @@ impl Engine {
     pub fn pool_connections(&self) -> Vec<(&'static str, u32, u32)> {
         self.store.pool_connections()
     }
+
+    /// See [`crate::store::Store::committed_writes`].
+    pub fn committed_writes(&self) -> Option<(u64, u64)> {
+        self.store.committed_writes()
+    }
 }

@@ -78,6 +78,9 @@ pub async fn serve_metrics(
     for (pool, in_use, idle) in state.engine().pool_connections() {
         state.metrics().set_db_pool(pool, in_use, idle);
     }
+    if let Some((writes, statements)) = state.engine().committed_writes() {
+        state.metrics().set_db_writes(writes, statements);
+    }
     state.metrics().set_mcp_servers(state.mcp().status());
     Ok(HttpResponse::Ok()
         .content_type(crate::metrics::CONTENT_TYPE)

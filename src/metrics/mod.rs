@@ -81,6 +81,8 @@ pub struct Metrics {
     commit_duration: Histogram,
     live_subscribers: Gauge,
     db_pool: Family<Labels, Gauge>,
+    db_writes: Counter,
+    db_write_statements: Counter,
     provider_calls: Family<Labels, Counter>,
     provider_errors: Family<Labels, Counter>,
     provider_duration: Histograms,
@@ -214,6 +216,18 @@ impl Metrics {
                 "agentry_db_pool_connections",
                 "Database pool connections, by pool and state (in_use, idle).",
                 &Family::default(),
+            ),
+            db_writes: register(
+                &mut r,
+                "agentry_db_writes_total",
+                "SQLite: admissions and event batches sent to the writer connection.",
+                &Counter::default(),
+            ),
+            db_write_statements: register(
+                &mut r,
+                "agentry_db_write_statements_total",
+                "SQLite: the statements that committed them (those queued together share one).",
+                &Counter::default(),
             ),
             provider_calls: register(
                 &mut r,
@@ -370,6 +384,16 @@ impl Metrics {
             let labels = vec![("pool", pool.to_owned()), ("state", state.to_owned())];
             self.db_pool.get_or_create(&labels).set(i64::from(count));
         }
+    }
+
+    /// The SQLite writer's writes and their statements (totals, read at scrape
+    /// time).
+    pub fn set_db_writes(&self, writes: u64, statements: u64) {
+        use std::sync::atomic::Ordering;
+        self.db_writes.inner().store(writes, Ordering::Relaxed);
+        self.db_write_statements
+            .inner()
+            .store(statements, Ordering::Relaxed);
     }
 
     /// A model call that ended (its stream done, failed or abandoned).

@@ -14,7 +14,7 @@ use super::turns::{HistoryRow, history_values, insert_history};
 use super::webhook_outbox::{
     ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, STOP_TURNS, STOP_TURNS_WHERE, StopMessages,
 };
-use super::writes::{Refused, Writes};
+use super::writes::{Failed, Refused, Writes};
 use super::{Db, Store, StoreError, with_db};
 use crate::model::{
     Event, EventData, HistoryMessage, ProcessId, RunId, RunStatus, SessionId, StopReason, TenantId,
@@ -411,15 +411,14 @@ impl Store {
                             && hooked.may_have_endpoints(&group.tenant))
                 });
                 if whole {
-                    let written = batch_writes(groups, &rows, origin)
-                        .execute(&pools.write)
+                    let written = pools
+                        .group
+                        .commit(batch_writes(groups, &rows, origin))
                         .await;
-                    if let Err(error) = written {
+                    if let Err(Failed { refused, error }) = written {
                         // Which turns a refusal, or what a statement met, was about (another
                         // process may have ended a turn and taken the seqs this batch was
                         // given): the fence names them.
-                        let refused = Refused::of(&error);
-                        let error = StoreError::from(error);
                         if !error.is_outage() {
                             let mut connection = pools.write.acquire().await?;
                             fence!(connection, groups, Sqlite, origin, "");

@@ -21,6 +21,7 @@ mod compaction;
 mod credentials;
 mod events;
 mod files;
+mod group_commit;
 mod history;
 mod history_append;
 mod keys;
@@ -154,6 +155,9 @@ pub(crate) enum Db {
 pub(crate) struct SqlitePools {
     pub read: SqlitePool,
     pub write: SqlitePool,
+    /// Commits the admissions and event batches queued together as one statement (see
+    /// `group_commit.rs`).
+    pub group: std::sync::Arc<group_commit::GroupCommit>,
     /// Copies the log back into the database file beside the writer (see `checkpoint.rs`).
     pub checkpointer: Option<std::sync::Arc<checkpoint::Checkpointer>>,
     /// A file beside the database that [`Store::probe_space`] writes (none in memory).
@@ -213,7 +217,7 @@ pub enum StoreError {
     Fenced(Vec<crate::model::TurnId>),
     /// The database's storage is full: nothing was written.
     #[error("the database's storage is full: {0}")]
-    Full(sqlx::Error),
+    Full(String),
     /// The database cannot be reached or cannot write now (lost connection, I/O error,
     /// read-only, a call that took longer than `database.timeout_ms`).
     #[error("the database is unavailable: {0}")]
@@ -302,7 +306,7 @@ fn classify(error: sqlx::Error) -> StoreError {
                 .map(|c| (c & 0xff).to_string())
                 .unwrap_or_default();
             if is_full(&error) {
-                return StoreError::Full(error);
+                return StoreError::Full(error.to_string());
             }
             if PG_UNAVAILABLE.contains(&code.as_ref())
                 || code.starts_with("08")
@@ -398,6 +402,7 @@ impl Store {
                 .await?;
             Db::Sqlite(SqlitePools {
                 read,
+                group: std::sync::Arc::new(group_commit::GroupCommit::start(write.clone())),
                 write,
                 checkpointer,
                 space_probe,
@@ -480,7 +485,7 @@ impl Store {
             match written {
                 Ok(()) => {}
                 Err(error) if error.kind() == std::io::ErrorKind::StorageFull => {
-                    return Err(StoreError::Full(sqlx::Error::Io(error)));
+                    return Err(StoreError::Full(error.to_string()));
                 }
                 Err(error) => return Err(StoreError::Unavailable(error.to_string())),
             }
@@ -532,9 +537,19 @@ impl Store {
         }
     }
 
+    /// On SQLite, the writes (admissions and event batches) sent to the database so far and
+    /// the statements they took: the writes queued while the writer was busy share one.
+    pub fn committed_writes(&self) -> Option<(u64, u64)> {
+        match &self.db {
+            Db::Sqlite(pools) => Some(pools.group.committed()),
+            Db::Postgres(_) => None,
+        }
+    }
+
     pub async fn close(&self) {
         match &self.db {
             Db::Sqlite(pools) => {
+                pools.group.close().await;
                 if let Some(checkpointer) = &pools.checkpointer {
                     checkpointer.close().await;
                 }

@@ -11,6 +11,13 @@ use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp(pub DateTime<Utc>);
 
+impl Stamp {
+    /// Microseconds since the Unix epoch: what SQLite stores.
+    pub fn micros(self) -> i64 {
+        self.0.timestamp_micros()
+    }
+}
+
 impl From<DateTime<Utc>> for Stamp {
     fn from(at: DateTime<Utc>) -> Self {
         Stamp(at)
@@ -35,7 +42,7 @@ impl Type<Sqlite> for Stamp {
 
 impl Encode<'_, Sqlite> for Stamp {
     fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
-        <i64 as Encode<Sqlite>>::encode(self.0.timestamp_micros(), buf)
+        <i64 as Encode<Sqlite>>::encode(self.micros(), buf)
     }
 }
 

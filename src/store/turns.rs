@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use super::Stamp;
 use super::keyset::Keyset;
 use super::runs::admit_run;
-use super::writes::{Row as WriteRow, Writes, stale_or};
+use super::writes::{Failed, Row as WriteRow, Writes};
 use super::{Page, RunLink, Store, StoreError, with_db, with_writer};
 use crate::model::{
     HistoryMessage, ProcessId, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError,
@@ -340,7 +340,11 @@ impl Store {
                     writes.row("history", |row| history_values(row, message));
                 }
                 let written = super::bounded(self.timeout, async {
-                    writes.execute(&pools.write).await.map_err(stale_or)?;
+                    pools
+                        .group
+                        .commit(writes)
+                        .await
+                        .map_err(Failed::stale_or_error)?;
                     Ok(Admitted::default())
                 })
                 .await;

@@ -6,15 +6,21 @@
 //! operation in the order of the rows (migration V26 lists the operations and their
 //! columns): one statement, atomic by itself, and one message back.
 
-use sqlx::{Encode, QueryBuilder, Sqlite, SqlitePool, Type};
+use serde::Serialize;
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteConnection, SqliteTypeInfo};
+use sqlx::types::Json;
+use sqlx::{Connection, Encode, QueryBuilder, Sqlite, Type};
 
-use super::StoreError;
+use super::{Stamp, StoreError};
+use crate::model::{ProcessId, RunId, SessionId, TenantId, TurnId};
 
 /// Value columns after `op`.
 const COLUMNS: usize = 13;
 
 /// Rows per statement: `1 + COLUMNS` binds each, under SQLite's 32,766.
-const ROWS_PER_STATEMENT: usize = 2_048;
+pub(super) const ROWS_PER_STATEMENT: usize = 2_048;
 
 /// Statements of at most this many rows are kept prepared by the connection.
 const KEPT_ROWS: usize = 64;
@@ -35,10 +41,7 @@ pub(super) enum Refused {
 /// A write's error as the store says it: a row refused by a check (either refusal) is
 /// [`StoreError::Stale`], anything else what the statement met.
 pub(super) fn stale_or(error: sqlx::Error) -> StoreError {
-    match Refused::of(&error) {
-        Some(_) => StoreError::Stale,
-        None => StoreError::from(error),
-    }
+    Failed::from(error).stale_or_error()
 }
 
 impl Refused {
@@ -55,6 +58,144 @@ impl Refused {
     }
 }
 
+/// Why writes were not stored: the refusal a trigger raised, if one did, and the error as
+/// the store says it. Nothing of the writes was stored.
+#[derive(Debug)]
+pub(super) struct Failed {
+    pub refused: Option<Refused>,
+    pub error: StoreError,
+}
+
+impl Failed {
+    /// The error as the caller of a write says it: a row refused by a check (either
+    /// refusal) is [`StoreError::Stale`].
+    pub(super) fn stale_or_error(self) -> StoreError {
+        match self.refused {
+            Some(_) => StoreError::Stale,
+            None => self.error,
+        }
+    }
+}
+
+impl From<sqlx::Error> for Failed {
+    fn from(error: sqlx::Error) -> Self {
+        Failed {
+            refused: Refused::of(&error),
+            error: StoreError::from(error),
+        }
+    }
+}
+
+/// A value of a row, owned, as SQLite stores it: the rows of several callers' writes may go
+/// out together as one statement (see `group_commit.rs`), or again each on its own.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Value {
+    Null,
+    Int(i64),
+    Text(String),
+    /// An id: the 16 bytes of its UUID.
+    Id(uuid::Uuid),
+    /// A value that could not be written (a JSON document that failed to serialize): the
+    /// statement fails to bind it, as a bound value that fails to encode does.
+    Invalid(String),
+}
+
+impl Type<Sqlite> for Value {
+    fn type_info() -> SqliteTypeInfo {
+        <String as Type<Sqlite>>::type_info()
+    }
+
+    fn compatible(_: &SqliteTypeInfo) -> bool {
+        true
+    }
+}
+
+impl Encode<'_, Sqlite> for Value {
+    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(value) => <i64 as Encode<Sqlite>>::encode_by_ref(value, buf),
+            Value::Text(text) => <&str as Encode<Sqlite>>::encode(text.as_str(), buf),
+            Value::Id(id) => <uuid::Uuid as Encode<Sqlite>>::encode_by_ref(id, buf),
+            Value::Invalid(why) => Err(why.clone().into()),
+        }
+    }
+}
+
+/// What a row's column may be given.
+pub(super) trait IntoValue {
+    fn into_value(self) -> Value;
+}
+
+impl IntoValue for i64 {
+    fn into_value(self) -> Value {
+        Value::Int(self)
+    }
+}
+
+impl IntoValue for Stamp {
+    fn into_value(self) -> Value {
+        Value::Int(self.micros())
+    }
+}
+
+impl IntoValue for &str {
+    fn into_value(self) -> Value {
+        Value::Text(self.to_owned())
+    }
+}
+
+impl IntoValue for String {
+    fn into_value(self) -> Value {
+        Value::Text(self)
+    }
+}
+
+impl IntoValue for &String {
+    fn into_value(self) -> Value {
+        Value::Text(self.clone())
+    }
+}
+
+impl IntoValue for &Option<String> {
+    fn into_value(self) -> Value {
+        self.as_deref().into_value()
+    }
+}
+
+impl<T: IntoValue> IntoValue for Option<T> {
+    fn into_value(self) -> Value {
+        self.map_or(Value::Null, IntoValue::into_value)
+    }
+}
+
+impl<T: Serialize> IntoValue for Json<T> {
+    fn into_value(self) -> Value {
+        match serde_json::to_string(&self.0) {
+            Ok(text) => Value::Text(text),
+            Err(error) => Value::Invalid(error.to_string()),
+        }
+    }
+}
+
+macro_rules! id_values {
+    ($($id:ty),*) => {$(
+        impl IntoValue for $id {
+            fn into_value(self) -> Value {
+                Value::Id(self.to_uuid())
+            }
+        }
+
+        impl IntoValue for &$id {
+            fn into_value(self) -> Value {
+                Value::Id(self.to_uuid())
+            }
+        }
+    )*};
+}
+
+id_values!(ProcessId, RunId, SessionId, TenantId, TurnId);
+
 /// The rows of one or more `INSERT INTO writes` statements, in order.
 ///
 /// Every value is a bound parameter, the operation's name included, and a statement's rows
@@ -62,29 +203,26 @@ impl Refused {
 /// text of a statement depends only on that number, so the connection keeps a handful
 /// prepared (those of up to [`KEPT_ROWS`] rows) instead of one per mix of operations, each
 /// with its compiled triggers.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(super) struct Writes {
-    statements: Vec<QueryBuilder<Sqlite>>,
-    /// Rows in the last statement.
-    rows: usize,
+    ops: Vec<&'static str>,
+    /// [`COLUMNS`] per row.
+    values: Vec<Value>,
 }
 
 /// One row being pushed: its values in column order; the columns left are `NULL`.
 pub(super) struct Row<'w> {
-    builder: &'w mut QueryBuilder<Sqlite>,
+    values: &'w mut Vec<Value>,
     columns: usize,
 }
 
 impl Row<'_> {
-    pub(super) fn bind<'t, T>(&mut self, value: T) -> &mut Self
-    where
-        T: Encode<'t, Sqlite> + Type<Sqlite>,
-    {
+    pub(super) fn bind(&mut self, value: impl IntoValue) -> &mut Self {
         debug_assert!(
             self.columns < COLUMNS,
             "a row of `writes` has {COLUMNS} values"
         );
-        self.builder.push(", ").push_bind(value);
+        self.values.push(value.into_value());
         self.columns += 1;
         self
     }
@@ -93,56 +231,103 @@ impl Row<'_> {
 impl Writes {
     /// Pushes a row of the operation `op` with the values `values` binds.
     pub(super) fn row(&mut self, op: &'static str, values: impl FnOnce(&mut Row<'_>)) {
-        if self.statements.is_empty() || self.rows == ROWS_PER_STATEMENT {
-            self.pad();
-            self.statements.push(QueryBuilder::new(INSERT_WRITES));
-            self.rows = 0;
-        }
-        let builder = self.statements.last_mut().expect("a statement was pushed");
-        if self.rows > 0 {
-            builder.push(", ");
-        }
-        self.rows += 1;
-        builder.push("(").push_bind(op);
+        self.ops.push(op);
         let mut row = Row {
-            builder,
+            values: &mut self.values,
             columns: 0,
         };
         values(&mut row);
         for _ in row.columns..COLUMNS {
-            row.bind(None::<i64>);
+            self.values.push(Value::Null);
         }
-        row.builder.push(")");
     }
 
-    /// Pads the last statement's rows up to a power of two.
-    fn pad(&mut self) {
-        let Some(builder) = self.statements.last_mut() else {
-            return;
-        };
-        for _ in self.rows..self.rows.next_power_of_two() {
-            builder.push(", (").push_bind(None::<&str>);
-            for _ in 0..COLUMNS {
-                builder.push(", ").push_bind(None::<i64>);
-            }
-            builder.push(")");
+    /// How many rows.
+    pub(super) fn rows(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Appends `other`'s rows after these.
+    pub(super) fn append(&mut self, other: Writes) {
+        self.ops.extend(other.ops);
+        self.values.extend(other.values);
+    }
+
+    /// Rows `range` of these, as writes of their own.
+    pub(super) fn slice(&self, range: std::ops::Range<usize>) -> Slice<'_> {
+        Slice {
+            ops: &self.ops[range.clone()],
+            values: &self.values[range.start * COLUMNS..range.end * COLUMNS],
         }
-        self.rows = self.rows.next_power_of_two();
     }
 
     /// Runs the rows: one statement on its own (atomic by itself), several in one
     /// transaction.
-    pub(super) async fn execute(mut self, pool: &SqlitePool) -> Result<(), sqlx::Error> {
-        self.pad();
-        let kept = self.statements.len() == 1 && self.rows <= KEPT_ROWS;
-        if self.statements.len() <= 1 {
-            if let Some(mut statement) = self.statements.pop() {
-                statement.build().persistent(kept).execute(pool).await?;
+    pub(super) async fn execute(&self, conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+        self.slice(0..self.rows()).execute(conn).await
+    }
+}
+
+/// Some of the rows of [`Writes`].
+#[derive(Clone, Copy)]
+pub(super) struct Slice<'w> {
+    ops: &'w [&'static str],
+    values: &'w [Value],
+}
+
+impl Slice<'_> {
+    /// The statements of these rows, each padded up to a power of two rows, and whether the
+    /// connection keeps them prepared.
+    fn statements(self) -> (Vec<QueryBuilder<Sqlite>>, bool) {
+        let mut statements = Vec::new();
+        let mut kept = false;
+        for (ops, values) in self
+            .ops
+            .chunks(ROWS_PER_STATEMENT)
+            .zip(self.values.chunks(ROWS_PER_STATEMENT * COLUMNS))
+        {
+            let mut builder = QueryBuilder::new(INSERT_WRITES);
+            let rows = ops.len().next_power_of_two();
+            kept = rows <= KEPT_ROWS;
+            for (n, (op, values)) in ops.iter().zip(values.chunks(COLUMNS)).enumerate() {
+                if n > 0 {
+                    builder.push(", ");
+                }
+                builder.push("(").push_bind(*op);
+                for value in values {
+                    builder.push(", ").push_bind(value);
+                }
+                builder.push(")");
+            }
+            for _ in ops.len()..rows {
+                builder.push(", (").push_bind(None::<&str>);
+                for _ in 0..COLUMNS {
+                    builder.push(", ").push_bind(None::<i64>);
+                }
+                builder.push(")");
+            }
+            statements.push(builder);
+        }
+        let kept = kept && statements.len() == 1;
+        (statements, kept)
+    }
+
+    /// Runs the rows: one statement on its own (atomic by itself), several in one
+    /// transaction.
+    pub(super) async fn execute(self, conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+        let (mut statements, kept) = self.statements();
+        if statements.len() <= 1 {
+            if let Some(mut statement) = statements.pop() {
+                statement
+                    .build()
+                    .persistent(kept)
+                    .execute(&mut *conn)
+                    .await?;
             }
             return Ok(());
         }
-        let mut tx = pool.begin().await?;
-        for mut statement in self.statements {
+        let mut tx = conn.begin().await?;
+        for mut statement in statements {
             statement
                 .build()
                 .persistent(false)
@@ -159,12 +344,19 @@ mod tests {
     use crate::engine::testing::{running_turn, sqlite_store, tenant};
     use crate::model::{ProcessId, SessionId, Turn};
     use crate::store::{Db, Stamp, Store};
+    use sqlx::SqlitePool;
 
     fn pool(store: &Store) -> &SqlitePool {
         match &store.db {
             Db::Sqlite(pools) => &pools.write,
             Db::Postgres(_) => unreachable!("a SQLite store"),
         }
+    }
+
+    async fn execute(writes: Writes, store: &Store) -> Result<(), sqlx::Error> {
+        writes
+            .execute(&mut pool(store).acquire().await.unwrap())
+            .await
     }
 
     async fn stored_events(store: &Store, session: SessionId) -> i64 {
@@ -200,10 +392,16 @@ mod tests {
                     row.bind(1_i64);
                 });
             }
-            writes.pad();
-            assert_eq!(writes.statements.len(), 1);
-            assert_eq!(writes.rows, ops.len().next_power_of_two());
-            writes.statements[0].sql().as_str().to_owned()
+            let (statements, kept) = writes.slice(0..writes.rows()).statements();
+            assert_eq!(statements.len(), 1);
+            assert!(kept);
+            let text = statements[0].sql().as_str().to_owned();
+            assert_eq!(
+                text.matches("(?").count(),
+                ops.len().next_power_of_two(),
+                "{text}"
+            );
+            text
         };
         let mixed = text(&["fence", "event", "event", "stop", "history"]);
         assert_eq!(
@@ -218,6 +416,36 @@ mod tests {
         );
         assert_ne!(mixed, text(&["fence"; 9]));
         assert!(!mixed.contains("fence"), "{mixed}");
+    }
+
+    /// Rows appended from other writes, and a slice of them, bind the same values as the
+    /// writes they came from.
+    #[test]
+    fn appended_rows_keep_their_values_and_slices_give_them_back() {
+        let one = |op: &'static str, n: i64| {
+            let mut writes = Writes::default();
+            writes.row(op, |row| {
+                row.bind(n).bind("text").bind(None::<i64>).bind(Some(n));
+            });
+            writes
+        };
+        let mut all = one("event", 1);
+        all.append(one("history", 2));
+        all.append(one("stop", 3));
+        assert_eq!(all.rows(), 3);
+        let second = all.slice(1..2);
+        assert_eq!(second.ops, ["history"]);
+        assert_eq!(second.values.len(), COLUMNS);
+        assert_eq!(
+            second.values[..4],
+            [
+                Value::Int(2),
+                Value::Text("text".into()),
+                Value::Null,
+                Value::Int(2)
+            ]
+        );
+        assert!(second.values[4..].iter().all(|v| *v == Value::Null));
     }
 
     /// A row a trigger refuses undoes every row before it: those of its own statement, and
@@ -236,8 +464,11 @@ mod tests {
             writes.row("fence", |row| {
                 row.bind(turn.id).bind(other);
             });
-            assert_eq!(writes.statements.len(), rows.div_ceil(ROWS_PER_STATEMENT));
-            let refused = writes.execute(pool(&store)).await.unwrap_err();
+            assert_eq!(
+                writes.slice(0..writes.rows()).statements().0.len(),
+                rows.div_ceil(ROWS_PER_STATEMENT)
+            );
+            let refused = execute(writes, &store).await.unwrap_err();
             assert_eq!(Refused::of(&refused), Some(Refused::Fenced), "{refused}");
             assert_eq!(stored_events(&store, turn.session_id).await, 0);
         }
@@ -247,7 +478,7 @@ mod tests {
         writes.row("fence", |row| {
             row.bind(turn.id).bind(process);
         });
-        writes.execute(pool(&store)).await.unwrap();
+        execute(writes, &store).await.unwrap();
         assert_eq!(
             stored_events(&store, turn.session_id).await,
             ROWS_PER_STATEMENT as i64 + 3
@@ -278,7 +509,7 @@ mod tests {
         };
         let mut writes = Writes::default();
         stop(&mut writes);
-        writes.execute(pool(&store)).await.unwrap();
+        execute(writes, &store).await.unwrap();
 
         let mut again = Writes::default();
         events(&mut again, &turn, 1);
@@ -301,7 +532,7 @@ mod tests {
                 .bind(0_i64);
         });
         for writes in [again, start, remembered] {
-            let refused = writes.execute(pool(&store)).await.unwrap_err();
+            let refused = execute(writes, &store).await.unwrap_err();
             assert_eq!(Refused::of(&refused), Some(Refused::Stale), "{refused}");
             assert_eq!(stored_events(&store, turn.session_id).await, 0);
         }

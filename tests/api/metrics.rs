@@ -406,6 +406,19 @@ async fn the_turn_event_http_and_provider_families_move_when_a_turn_runs() {
     assert!(!pools.is_empty());
     assert!(pools.iter().all(|s| s.labels.contains_key("pool")
         && ["in_use", "idle"].contains(&s.labels["state"].as_str())));
+    // And the SQLite writer's writes with their statements: the turn's admission and its
+    // events, at most one statement each (PostgreSQL has none).
+    let writes = moved("agentry_db_writes_total", &[]);
+    let statements = moved("agentry_db_write_statements_total", &[]);
+    if std::env::var_os("TEST_POSTGRES_URL").is_some() {
+        assert_eq!((writes, statements), (0.0, 0.0));
+    } else {
+        assert!(writes >= 2.0, "{writes}");
+        assert!(
+            (1.0..=writes).contains(&statements),
+            "{statements} of {writes}"
+        );
+    }
 
     // No tenant label by default.
     assert!(
