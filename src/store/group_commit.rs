@@ -247,7 +247,8 @@ mod tests {
     use crate::engine::testing::{running_turn, sqlite_store, tenant};
     use crate::model::{ProcessId, Turn};
     use crate::store::writes::Refused;
-    use crate::store::{Conflict, Db, SqlitePools, Stamp, Store};
+    use crate::store::writes::tests::turn_starts as events;
+    use crate::store::{Conflict, Db, SqlitePools, Store};
 
     fn pools(store: &Store) -> &SqlitePools {
         match &store.db {
@@ -256,28 +257,26 @@ mod tests {
         }
     }
 
-    /// `rows` turn_start events of `turn` from seq `first`.
-    fn events(turn: &Turn, first: i64, rows: usize) -> Writes {
-        let mut writes = Writes::default();
-        for seq in first..first + rows as i64 {
-            writes.row("event", |row| {
-                row.bind(turn.session_id)
-                    .bind(seq)
-                    .bind(turn.id)
-                    .bind("turn_start")
-                    .bind("{}")
-                    .bind(Stamp(turn.created_at));
-            });
-        }
-        writes
-    }
-
     async fn stored_events(store: &Store, turn: &Turn) -> i64 {
         sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE session_id = $1")
             .bind(turn.session_id)
             .fetch_one(&pools(store).read)
             .await
             .unwrap()
+    }
+
+    /// The writer connection, held, with writes refused (`on`) or allowed again.
+    async fn query_only(pools: &SqlitePools, on: bool) -> PoolConnection<sqlx::Sqlite> {
+        let mut held = pools.write.acquire().await.unwrap();
+        sqlx::query(if on {
+            "PRAGMA query_only = ON"
+        } else {
+            "PRAGMA query_only = OFF"
+        })
+        .execute(&mut *held)
+        .await
+        .unwrap();
+        held
     }
 
     async fn three_turns(store: &Store) -> Vec<Turn> {
@@ -353,11 +352,7 @@ mod tests {
         let pools = pools(&store);
 
         let (writes, statements) = pools.group.committed();
-        let mut held = pools.write.acquire().await.unwrap();
-        sqlx::query("PRAGMA query_only = ON")
-            .execute(&mut *held)
-            .await
-            .unwrap();
+        let held = query_only(pools, true).await;
         let first = pools.group.submit(events(&turns[0], 1, 2));
         let second = pools.group.submit(events(&turns[1], 1, 3));
         drop(held);
@@ -372,11 +367,7 @@ mod tests {
         }
         assert_eq!(pools.group.committed(), (writes + 2, statements + 1));
 
-        let mut held = pools.write.acquire().await.unwrap();
-        sqlx::query("PRAGMA query_only = OFF")
-            .execute(&mut *held)
-            .await
-            .unwrap();
+        let held = query_only(pools, false).await;
         let after = pools.group.submit(events(&turns[2], 1, 2));
         drop(held);
         after.await.unwrap().unwrap();

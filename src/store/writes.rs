@@ -339,7 +339,7 @@ impl Slice<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::engine::testing::{running_turn, sqlite_store, tenant};
     use crate::model::{ProcessId, SessionId, Turn};
@@ -367,9 +367,10 @@ mod tests {
             .unwrap()
     }
 
-    /// `rows` turn_start events of `turn` from seq 1.
-    fn events(writes: &mut Writes, turn: &Turn, rows: usize) {
-        for seq in 1..=rows as i64 {
+    /// `rows` turn_start events of `turn` from seq `first`.
+    pub(in crate::store) fn turn_starts(turn: &Turn, first: i64, rows: usize) -> Writes {
+        let mut writes = Writes::default();
+        for seq in first..first + rows as i64 {
             writes.row("event", |row| {
                 row.bind(turn.session_id)
                     .bind(seq)
@@ -379,6 +380,7 @@ mod tests {
                     .bind(Stamp(turn.created_at));
             });
         }
+        writes
     }
 
     /// Statements of any mix of operations whose rows round up to the same power of two have
@@ -457,8 +459,7 @@ mod tests {
         let process = ProcessId::generate();
         let turn = running_turn(&store, tenant, &process).await;
         for rows in [3, ROWS_PER_STATEMENT + 3] {
-            let mut writes = Writes::default();
-            events(&mut writes, &turn, rows);
+            let mut writes = turn_starts(&turn, 1, rows);
             // The turn is not this other process's.
             let other = ProcessId::generate();
             writes.row("fence", |row| {
@@ -473,8 +474,7 @@ mod tests {
             assert_eq!(stored_events(&store, turn.session_id).await, 0);
         }
 
-        let mut writes = Writes::default();
-        events(&mut writes, &turn, ROWS_PER_STATEMENT + 3);
+        let mut writes = turn_starts(&turn, 1, ROWS_PER_STATEMENT + 3);
         writes.row("fence", |row| {
             row.bind(turn.id).bind(process);
         });
@@ -511,19 +511,16 @@ mod tests {
         stop(&mut writes);
         execute(writes, &store).await.unwrap();
 
-        let mut again = Writes::default();
-        events(&mut again, &turn, 1);
+        let mut again = turn_starts(&turn, 1, 1);
         stop(&mut again);
-        let mut start = Writes::default();
-        events(&mut start, &turn, 1);
+        let mut start = turn_starts(&turn, 1, 1);
         start.row("start", |row| {
             row.bind(turn.id)
                 .bind(tenant)
                 .bind(Stamp(turn.created_at))
                 .bind(1_i64);
         });
-        let mut remembered = Writes::default();
-        events(&mut remembered, &turn, 1);
+        let mut remembered = turn_starts(&turn, 1, 1);
         remembered.row("remembered", |row| {
             row.bind(turn.session_id)
                 .bind(tenant)
