@@ -6,6 +6,8 @@
 //! operation in the order of the rows (migration V26 lists the operations and their
 //! columns): one statement, atomic by itself, and one message back.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
@@ -92,7 +94,8 @@ impl From<sqlx::Error> for Failed {
 pub(super) enum Value {
     Null,
     Int(i64),
-    Text(String),
+    /// Shared: binding it again (a refused statement's rows run alone) copies no text.
+    Text(Arc<str>),
     /// An id: the 16 bytes of its UUID.
     Id(uuid::Uuid),
     /// A value that could not be written (a JSON document that failed to serialize): the
@@ -115,7 +118,7 @@ impl Encode<'_, Sqlite> for Value {
         match self {
             Value::Null => Ok(IsNull::Yes),
             Value::Int(value) => <i64 as Encode<Sqlite>>::encode_by_ref(value, buf),
-            Value::Text(text) => <&str as Encode<Sqlite>>::encode(text.as_str(), buf),
+            Value::Text(text) => <Arc<str> as Encode<Sqlite>>::encode(text.clone(), buf),
             Value::Id(id) => <uuid::Uuid as Encode<Sqlite>>::encode_by_ref(id, buf),
             Value::Invalid(why) => Err(why.clone().into()),
         }
@@ -141,19 +144,19 @@ impl IntoValue for Stamp {
 
 impl IntoValue for &str {
     fn into_value(self) -> Value {
-        Value::Text(self.to_owned())
+        Value::Text(self.into())
     }
 }
 
 impl IntoValue for String {
     fn into_value(self) -> Value {
-        Value::Text(self)
+        Value::Text(self.into())
     }
 }
 
 impl IntoValue for &String {
     fn into_value(self) -> Value {
-        Value::Text(self.clone())
+        Value::Text(self.as_str().into())
     }
 }
 
@@ -172,7 +175,7 @@ impl<T: IntoValue> IntoValue for Option<T> {
 impl<T: Serialize> IntoValue for Json<T> {
     fn into_value(self) -> Value {
         match serde_json::to_string(&self.0) {
-            Ok(text) => Value::Text(text),
+            Ok(text) => Value::Text(text.into()),
             Err(error) => Value::Invalid(error.to_string()),
         }
     }
