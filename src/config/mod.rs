@@ -403,6 +403,12 @@ impl Settings {
                 "must be at least 1",
             ));
         }
+        if !(1..=1024).contains(&self.database.sqlite_readers) {
+            return Err(ConfigError::new(
+                "database.sqlite_readers",
+                "must be between 1 and 1024",
+            ));
+        }
         if !(100..=600_000).contains(&self.database.timeout_ms) {
             return Err(ConfigError::new(
                 "database.timeout_ms",

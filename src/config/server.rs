@@ -90,7 +90,11 @@ impl ServerSettings {
 #[serde(deny_unknown_fields)]
 pub struct DatabaseSettings {
     pub url: Secret,
+    /// PostgreSQL: the size of the one pool every query shares.
     pub max_connections: u32,
+    /// SQLite: the most read-only connections (the writer is one more). Each keeps its own
+    /// page cache, parsed schema and prepared statements while it stays open.
+    pub sqlite_readers: u32,
     pub sqlite_busy_timeout_ms: u64,
     /// How long one database call may take (waiting for a connection included) before it
     /// fails and its request is answered 503 `database_unavailable`.

@@ -35,6 +35,8 @@ fn invalid_values_name_their_key() {
     let err = Settings::from_toml("[server]\ncors_allowed_origins = [\"https://a.example/app\"]")
         .unwrap_err();
     assert_eq!(err.key, "server.cors_allowed_origins[0]");
+    let err = Settings::from_toml("[database]\nsqlite_readers = 0").unwrap_err();
+    assert_eq!(err.key, "database.sqlite_readers");
 }
 
 #[test]

@@ -396,7 +396,7 @@ impl Store {
             let read = SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
-                .max_connections(settings.max_connections)
+                .max_connections(settings.sqlite_readers)
                 .acquire_timeout(timeout)
                 .connect_with(options.read_only(true))
                 .await?;
@@ -610,5 +610,40 @@ pub(crate) fn create_parent_dir(file: &Path) -> Result<(), StoreError> {
             })
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::testing::sqlite_store_with;
+
+    /// SQLite's readers are bounded by `database.sqlite_readers`, not by the PostgreSQL
+    /// pool's `max_connections`: each open reader keeps a page cache of its own.
+    #[tokio::test]
+    async fn sqlite_readers_are_bounded_by_their_own_setting() {
+        let (store, _dir) = sqlite_store_with(&[
+            "[database]\nmax_connections = 1\nsqlite_readers = 3\ntimeout_ms = 200\n",
+        ])
+        .await;
+        let Db::Sqlite(pools) = &store.db else {
+            unreachable!("a SQLite store")
+        };
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(
+                pools
+                    .read
+                    .acquire()
+                    .await
+                    .expect("a reader within the bound"),
+            );
+        }
+        assert!(
+            pools.read.try_acquire().is_none(),
+            "a fourth reader was opened past sqlite_readers = 3"
+        );
+        drop(held);
+        store.close().await;
     }
 }

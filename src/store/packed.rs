@@ -4,11 +4,13 @@
 //! saves each row's keys, turn id and time.
 //!
 //! The row's `kind` is `packed` and its `data` a JSON array of entries, in seq order, each
-//! `[kind]`, `[kind, data]` or `[kind, data, micros]`: the event's kind, its data when not
-//! `{}`, and how many microseconds after the row's time it was made when not at it. An
-//! entry takes one seq, except coalesced deltas, which take one per delta (`lengths`); the
-//! last entry ends at the row's seq. Nothing is packed before its turn ends, so no later
-//! batch removes or replaces part of a packed row.
+//! `[kind]`, `[kind, data]`, `[kind, micros]` or `[kind, data, micros]`: the event's kind,
+//! its data when not `{}`, and how many microseconds after the row's time it was made when
+//! not at it. A kind of [`KINDS`] is written as its index there, any other as its name (rows
+//! written before the indexes name every kind; both read alike). An entry takes one seq,
+//! except coalesced deltas, which take one per delta (`lengths`); the last entry ends at the
+//! row's seq. Nothing is packed before its turn ends, so no later batch removes or replaces
+//! part of a packed row.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -22,6 +24,22 @@ use crate::model::{SessionId, TurnId};
 
 /// The `kind` of a row holding several events of a finished turn.
 pub(super) const PACKED: &str = "packed";
+
+/// The kinds a packed entry names by their index here: stored rows keep these numbers, so
+/// the list only grows at its end.
+const KINDS: [&str; 11] = [
+    "turn_start",
+    "message_start",
+    "text_delta",
+    "thinking_delta",
+    "tool_call",
+    "message_stop",
+    "tool_result",
+    "usage",
+    "compaction",
+    "turn_stop",
+    "agent_version_change",
+];
 
 /// A row to insert, with the first seq it stands for (coalesced deltas stand for several).
 pub(super) struct Entry<'a> {
@@ -80,11 +98,13 @@ fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
         if i > 0 {
             data.push(',');
         }
-        data.push_str("[\"");
-        data.push_str(entry.row.kind);
-        data.push('"');
+        data.push('[');
+        match KINDS.iter().position(|kind| *kind == entry.row.kind) {
+            Some(code) => write!(data, "{code}").expect("a String takes every write"),
+            None => write!(data, "\"{}\"", entry.row.kind).expect("a String takes every write"),
+        }
         let micros = entry.row.created_at.timestamp_micros() - at;
-        if entry.row.data != "{}" || micros != 0 {
+        if entry.row.data != "{}" {
             data.push(',');
             data.push_str(&entry.row.data);
         }
@@ -126,14 +146,19 @@ pub(super) fn unpack(
         let Value::Array(parts) = entry else {
             return Err(corrupt());
         };
-        let mut parts = parts.into_iter();
+        let mut parts = parts.into_iter().peekable();
         let kind = match parts.next() {
             Some(Value::String(kind)) => kind,
+            Some(Value::Number(code)) => code
+                .as_u64()
+                .and_then(|code| KINDS.get(usize::try_from(code).ok()?))
+                .ok_or_else(corrupt)?
+                .to_string(),
             _ => return Err(corrupt()),
         };
-        let data = match parts.next() {
-            Some(data @ Value::Object(_)) => data,
-            None => Value::Object(Default::default()),
+        let data = match parts.peek() {
+            Some(Value::Object(_)) => parts.next().expect("peeked"),
+            Some(Value::Number(_)) | None => Value::Object(Default::default()),
             Some(_) => return Err(corrupt()),
         };
         let created_at = match parts.next() {
@@ -252,7 +277,7 @@ mod tests {
         );
         assert_eq!(
             rows[1].data,
-            r#"[["message_start"],["text_delta",{"delta":"abc","lengths":[[1,3]]}],["message_stop",{},250],["turn_stop",{"stopReason":"end_turn"},250]]"#
+            r#"[[1],[2,{"delta":"abc","lengths":[[1,3]]}],[5,250],[9,{"stopReason":"end_turn"},250]]"#
         );
         assert_eq!(rows[1].created_at, &at);
 
@@ -278,7 +303,11 @@ mod tests {
         for data in [
             serde_json::json!({"kind": "turn_start"}),
             serde_json::json!([["turn_start", {}, 1, 2]]),
-            serde_json::json!([[7]]),
+            serde_json::json!([[11]]),
+            serde_json::json!([[-1]]),
+            serde_json::json!([[1.5]]),
+            serde_json::json!([[0, 1, 2]]),
+            serde_json::json!([[true]]),
             serde_json::json!([["turn_start", "text"]]),
             serde_json::json!([["turn_start", {}, "soon"]]),
         ] {
@@ -287,5 +316,48 @@ mod tests {
                 "{data}"
             );
         }
+    }
+
+    /// Rows packed before kinds were written as numbers name each kind; they read back as
+    /// the same events, and a kind outside the list is stored by its name.
+    #[test]
+    fn kinds_by_name_and_by_number_read_alike() {
+        let at = crate::model::now();
+        let at = DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap();
+        let by_name = serde_json::json!([
+            ["turn_start"],
+            ["text_delta", {"delta": "hi", "lengths": [[1, 2]]}],
+            ["message_stop", {}, 7],
+            ["usage", {"input_tokens": 1}, 9],
+            ["agent_version_change", {"version": 2}]
+        ]);
+        let by_number = serde_json::json!([
+            [0],
+            [2, {"delta": "hi", "lengths": [[1, 2]]}],
+            [5, 7],
+            [7, {"input_tokens": 1}, 9],
+            [10, {"version": 2}]
+        ]);
+        let read = |data: Value| {
+            unpack(5, data, at)
+                .unwrap()
+                .into_iter()
+                .map(|u| (u.kind, u.data, u.created_at))
+                .collect::<Vec<_>>()
+        };
+        let expected = read(by_name);
+        assert_eq!(read(by_number), expected);
+        assert_eq!(expected[2].2, at + chrono::Duration::microseconds(7));
+        assert_eq!(expected[3].1["input_tokens"], 1);
+
+        let session = SessionId::generate();
+        let turn = TurnId::generate();
+        let packed = pack(vec![
+            entry(session, turn, (1, 1), "turn_start", "{}", &at),
+            entry(session, turn, (2, 2), "some_later_kind", r#"{"a":1}"#, &at),
+        ]);
+        assert_eq!(packed.data, r#"[[0],["some_later_kind",{"a":1}]]"#);
+        let unpacked = unpack(2, serde_json::from_str(&packed.data).unwrap(), at).unwrap();
+        assert_eq!(unpacked[1].kind, "some_later_kind");
     }
 }

@@ -26,6 +26,22 @@ pub fn turn_id(stream: &SseReader) -> String {
         .to_owned()
 }
 
+/// The event kinds a packed row's entries name by number (their index), as the store
+/// writes them.
+const PACKED_KINDS: [&str; 11] = [
+    "turn_start",
+    "message_start",
+    "text_delta",
+    "thinking_delta",
+    "tool_call",
+    "message_stop",
+    "tool_result",
+    "usage",
+    "compaction",
+    "turn_stop",
+    "agent_version_change",
+];
+
 /// Every stored event of a turn as `(seq, kind)`, in order, coalesced deltas at their
 /// last seq and the events of a packed row (a finished turn's, stored together) each at
 /// its own.
@@ -62,7 +78,13 @@ pub async fn stored_events(db: &TestDb, turn: &str) -> Vec<(i64, String)> {
         let mut last = seq - entries.iter().map(|entry| seqs(entry)).sum::<i64>();
         for entry in &entries {
             last += seqs(entry);
-            events.push((last, entry[0].as_str().unwrap().to_owned()));
+            let kind = match &entry[0] {
+                serde_json::Value::Number(code) => {
+                    PACKED_KINDS[usize::try_from(code.as_u64().unwrap()).unwrap()]
+                }
+                name => name.as_str().unwrap(),
+            };
+            events.push((last, kind.to_owned()));
         }
     }
     events
