@@ -326,8 +326,13 @@ async fn a_schedule_pins_a_tenant_agents_version_and_stops_when_the_agent_is_del
     .await;
     assert_eq!(schedule["agent"]["version"], 1);
     let id = schedule["id"].as_str().unwrap();
+    // The run as recorded once its turn started: the echo agent may have finished already.
     let run = run_now(&app, &token, id).await;
-    assert_eq!(run["status"], "started", "{run}");
+    assert!(
+        run["status"] == "started" || run["status"] == "finished",
+        "{run}"
+    );
+    assert!(run["turn_id"].is_string(), "{run}");
 
     let deleted = app.delete("/agents/mine", &token).await;
     assert!(deleted.status.is_success(), "{}", deleted.text);
