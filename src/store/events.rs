@@ -11,6 +11,7 @@ use super::notify::{event_payloads, notify_events};
 use super::packed::{Entry, PACKED, pack_finished_turns, unpack};
 use super::runs::update_run_status;
 use super::turns::{HistoryRow, history_values, insert_history};
+use super::usage::StoredUsage;
 use super::webhook_outbox::{
     ENQUEUE_SQLITE, STOP_AND_ENQUEUE_PG, STOP_TURN, STOP_TURNS, STOP_TURNS_WHERE, StopMessages,
 };
@@ -752,7 +753,7 @@ macro_rules! stop_values {
             .$bind($end.status.as_str())
             .$bind($end.stop_reason.as_str())
             .$bind($end.error.as_ref().map(Json))
-            .$bind(Json(&$end.usage))
+            .$bind(Json(StoredUsage($end.usage)))
             .$bind(Stamp($end.at))
             .$bind($end.seq)
             .$bind($end.started.map(|(_, at)| Stamp(at)))
@@ -836,7 +837,7 @@ macro_rules! append_rest {
                         .bind(end.status.as_str())
                         .bind(end.stop_reason.as_str())
                         .bind(end.error.as_ref().map(Json))
-                        .bind(Json(&end.usage))
+                        .bind(Json(StoredUsage(end.usage)))
                         .bind(Stamp(end.at))
                         .bind(end.seq)
                         .bind(group.tenant)
@@ -860,7 +861,7 @@ macro_rules! append_rest {
                         .bind(end.status.as_str())
                         .bind(end.stop_reason.as_str())
                         .bind(end.error.as_ref().map(Json))
-                        .bind(Json(&end.usage))
+                        .bind(Json(StoredUsage(end.usage)))
                         .bind(Stamp(end.at))
                         .bind(end.seq)
                         .bind(group.tenant)

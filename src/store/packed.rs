@@ -11,6 +11,11 @@
 //! except coalesced deltas, which take one per delta (`lengths`); the last entry ends at the
 //! row's seq. Nothing is packed before its turn ends, so no later batch removes or replaces
 //! part of a packed row.
+//!
+//! A `turn_stop`'s usage leaves out its `input_tokens` and `output_tokens` when they are the
+//! sums of the row's `usage` entries (the turn's whole usage when they are all in the row):
+//! read back, a stop's usage without them has those sums (rows written before always name
+//! them).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -93,6 +98,7 @@ fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
     let last = &entries[entries.len() - 1].row;
     let (session, seq, turn, created_at) = (first.session, last.seq, first.turn, first.created_at);
     let at = created_at.timestamp_micros();
+    let mut tokens = Tokens::default();
     let mut data = String::from("[");
     for (i, entry) in entries.iter().enumerate() {
         if i > 0 {
@@ -104,6 +110,21 @@ fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
             None => write!(data, "\"{}\"", entry.row.kind).expect("a String takes every write"),
         }
         let micros = entry.row.created_at.timestamp_micros() - at;
+        match entry.row.kind {
+            "usage" => tokens.add_text(&entry.row.data),
+            "turn_stop" => {
+                if let Some(stop) = tokens.cut_from_stop(&entry.row.data) {
+                    data.push(',');
+                    data.push_str(&stop);
+                    if micros != 0 {
+                        write!(data, ",{micros}").expect("a String takes every write");
+                    }
+                    data.push(']');
+                    continue;
+                }
+            }
+            _ => {}
+        }
         if entry.row.data != "{}" {
             data.push(',');
             data.push_str(&entry.row.data);
@@ -121,6 +142,67 @@ fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
         kind: PACKED,
         data,
         created_at,
+    }
+}
+
+/// The input and output tokens of a packed row's `usage` entries so far; `None` once one
+/// of them did not hold two counts (no stop is then written or read without its own).
+struct Tokens(Option<(u64, u64)>);
+
+impl Default for Tokens {
+    fn default() -> Self {
+        Tokens(Some((0, 0)))
+    }
+}
+
+impl Tokens {
+    fn add(&mut self, usage: &Value) {
+        let count = |key: &str| usage.get(key).map_or(Some(0), Value::as_u64);
+        self.0 = self.0.and_then(|(input, output)| {
+            Some((
+                input.checked_add(count("input_tokens")?)?,
+                output.checked_add(count("output_tokens")?)?,
+            ))
+        });
+    }
+
+    fn add_text(&mut self, usage: &str) {
+        match serde_json::from_str::<Value>(usage) {
+            Ok(usage) => self.add(&usage),
+            Err(_) => self.0 = None,
+        }
+    }
+
+    /// A stop's data without its usage's tokens, when they are the sums so far.
+    fn cut_from_stop(&self, stop: &str) -> Option<String> {
+        let sums = self.0?;
+        let mut stop: Value = serde_json::from_str(stop).ok()?;
+        let usage = stop.get_mut("usage")?.as_object_mut()?;
+        let tokens = (
+            usage.get("input_tokens")?.as_u64()?,
+            usage.get("output_tokens")?.as_u64()?,
+        );
+        if tokens != sums {
+            return None;
+        }
+        usage.remove("input_tokens");
+        usage.remove("output_tokens");
+        Some(stop.to_string())
+    }
+
+    /// Gives a stop's usage that names neither token count the sums so far; `Err` when
+    /// there are none to give.
+    fn fill_stop(&self, stop: &mut Value) -> Result<(), ()> {
+        let Some(usage) = stop.get_mut("usage").and_then(Value::as_object_mut) else {
+            return Ok(());
+        };
+        if usage.contains_key("input_tokens") || usage.contains_key("output_tokens") {
+            return Ok(());
+        }
+        let (input, output) = self.0.ok_or(())?;
+        usage.insert("input_tokens".to_owned(), input.into());
+        usage.insert("output_tokens".to_owned(), output.into());
+        Ok(())
     }
 }
 
@@ -142,6 +224,7 @@ pub(super) fn unpack(
         return Err(corrupt());
     };
     let mut unpacked = Vec::with_capacity(entries.len());
+    let mut tokens = Tokens::default();
     for entry in entries {
         let Value::Array(parts) = entry else {
             return Err(corrupt());
@@ -156,11 +239,16 @@ pub(super) fn unpack(
                 .to_string(),
             _ => return Err(corrupt()),
         };
-        let data = match parts.peek() {
+        let mut data = match parts.peek() {
             Some(Value::Object(_)) => parts.next().expect("peeked"),
             Some(Value::Number(_)) | None => Value::Object(Default::default()),
             Some(_) => return Err(corrupt()),
         };
+        match kind.as_str() {
+            "usage" => tokens.add(&data),
+            "turn_stop" => tokens.fill_stop(&mut data).map_err(|()| corrupt())?,
+            _ => {}
+        }
         let created_at = match parts.next() {
             None => created_at,
             Some(micros) => micros
@@ -359,5 +447,75 @@ mod tests {
         assert_eq!(packed.data, r#"[[0],["some_later_kind",{"a":1}]]"#);
         let unpacked = unpack(2, serde_json::from_str(&packed.data).unwrap(), at).unwrap();
         assert_eq!(unpacked[1].kind, "some_later_kind");
+    }
+
+    /// A stop whose tokens are the sums of the row's usage entries is written without them
+    /// and read back with them; one whose tokens are not (a usage entry outside the row)
+    /// keeps its own.
+    #[test]
+    fn a_stops_tokens_are_left_out_when_the_rows_usage_sums_to_them() {
+        let at = crate::model::now();
+        let at = DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap();
+        let (session, turn) = (SessionId::generate(), TurnId::generate());
+        let stop = r#"{"stopReason":"end_turn","usage":{"input_tokens":12,"output_tokens":7,"tool_calls":1,"wall_ms":3}}"#;
+        let packed = pack(vec![
+            entry(
+                session,
+                turn,
+                (1, 1),
+                "usage",
+                r#"{"input_tokens":10,"output_tokens":5}"#,
+                &at,
+            ),
+            entry(
+                session,
+                turn,
+                (2, 2),
+                "usage",
+                r#"{"input_tokens":2,"output_tokens":2}"#,
+                &at,
+            ),
+            entry(session, turn, (3, 3), "turn_stop", stop, &at),
+        ]);
+        assert_eq!(
+            packed.data,
+            r#"[[7,{"input_tokens":10,"output_tokens":5}],[7,{"input_tokens":2,"output_tokens":2}],[9,{"stopReason":"end_turn","usage":{"tool_calls":1,"wall_ms":3}}]]"#
+        );
+        let unpacked = unpack(3, serde_json::from_str(&packed.data).unwrap(), at).unwrap();
+        assert_eq!(
+            unpacked[2].data,
+            serde_json::from_str::<Value>(stop).unwrap()
+        );
+
+        let partial = pack(vec![
+            entry(
+                session,
+                turn,
+                (2, 2),
+                "usage",
+                r#"{"input_tokens":2,"output_tokens":2}"#,
+                &at,
+            ),
+            entry(session, turn, (3, 3), "turn_stop", stop, &at),
+        ]);
+        assert!(
+            partial.data.ends_with(&format!("[9,{stop}]]")),
+            "{}",
+            partial.data
+        );
+        let unpacked = unpack(3, serde_json::from_str(&partial.data).unwrap(), at).unwrap();
+        assert_eq!(
+            unpacked[1].data,
+            serde_json::from_str::<Value>(stop).unwrap()
+        );
+
+        let unreadable = serde_json::json!([
+            [7, {"input_tokens": "many"}],
+            [9, {"stopReason": "end_turn", "usage": {"wall_ms": 3}}]
+        ]);
+        assert!(matches!(
+            unpack(2, unreadable, at),
+            Err(StoreError::Corrupt(_))
+        ));
     }
 }

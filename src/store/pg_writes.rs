@@ -12,6 +12,7 @@ use super::events::{
 };
 use super::notify::event_payloads;
 use super::turns::{Admitted, HistoryRow, Remembered};
+use super::usage::StoredUsage;
 use super::webhook_outbox::StopMessages;
 use super::writes::stale_or;
 use crate::model::{ProcessId, TenantId, Turn, TurnId};
@@ -57,7 +58,9 @@ pub(super) async fn append(
         stops
             .errors
             .push(end.error.as_ref().map(serde_json::to_string).transpose()?);
-        stops.usages.push(serde_json::to_string(&end.usage)?);
+        stops
+            .usages
+            .push(serde_json::to_string(&StoredUsage(end.usage))?);
         stops.times.push(end.at);
         stops.seqs.push(end.seq);
         stops.started_times.push(end.started.map(|(_, at)| at));
@@ -183,7 +186,7 @@ pub(super) async fn admit(
         .bind(turn.session_id.to_uuid())
         .bind(turn.status.as_str())
         .bind(turn.stream.as_str())
-        .bind(serde_json::to_string(&turn.usage)?)
+        .bind(serde_json::to_string(&StoredUsage(turn.usage))?)
         .bind(&turn.idempotency_key)
         .bind(&turn.request_hash)
         .bind(turn.created_at)

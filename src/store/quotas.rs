@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::usage::{tokens_pg, tokens_sqlite};
 use super::{Db, Stamp, Store, StoreError, with_db, with_writer};
 use crate::model::{QuotaOverrides, TenantId};
 
@@ -173,22 +174,22 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let sum: Option<i64> = match &self.db {
             Db::Sqlite(pools) => {
-                sqlx::query_scalar(
-                    "SELECT SUM(COALESCE(json_extract(usage, '$.input_tokens'), 0) \
-                     + COALESCE(json_extract(usage, '$.output_tokens'), 0)) \
-                     FROM turns WHERE tenant_id = $1 AND created_at >= $2",
-                )
+                sqlx::query_scalar(concat!(
+                    "SELECT SUM(",
+                    tokens_sqlite!(),
+                    ") FROM turns WHERE tenant_id = $1 AND created_at >= $2"
+                ))
                 .bind(tenant)
                 .bind(Stamp(from))
                 .fetch_one(&pools.read)
                 .await?
             }
             Db::Postgres(pool) => {
-                sqlx::query_scalar(
-                    "SELECT SUM(COALESCE((usage->>'input_tokens')::bigint, 0) \
-                     + COALESCE((usage->>'output_tokens')::bigint, 0))::bigint \
-                     FROM turns WHERE tenant_id = $1 AND created_at >= $2",
-                )
+                sqlx::query_scalar(concat!(
+                    "SELECT SUM(",
+                    tokens_pg!(),
+                    ")::bigint FROM turns WHERE tenant_id = $1 AND created_at >= $2"
+                ))
                 .bind(tenant)
                 .bind(Stamp(from))
                 .fetch_one(pool)

@@ -6,11 +6,12 @@ use sqlx::types::Json;
 use super::Stamp;
 use super::keyset::Keyset;
 use super::runs::admit_run;
+use super::usage::{StoredUsage, tokens_pg, tokens_sqlite};
 use super::writes::{Failed, Row as WriteRow, Writes};
 use super::{Page, RunLink, Store, StoreError, with_db, with_writer};
 use crate::model::{
     HistoryMessage, ProcessId, RunId, Session, SessionId, StopReason, TenantId, Turn, TurnError,
-    TurnId, Usage, scrub_nul,
+    TurnId, scrub_nul,
 };
 
 #[derive(sqlx::FromRow)]
@@ -23,7 +24,7 @@ pub(super) struct TurnRow {
     stream: String,
     stop_reason: Option<String>,
     error: Option<Json<TurnError>>,
-    usage: Json<Usage>,
+    usage: Json<StoredUsage>,
     idempotency_key: Option<String>,
     request_hash: Option<String>,
     first_seq: Option<i64>,
@@ -51,7 +52,7 @@ impl TryFrom<TurnRow> for Turn {
                 .transpose()
                 .map_err(StoreError::Corrupt)?,
             error: row.error.map(|Json(e)| e),
-            usage: row.usage.0,
+            usage: row.usage.0.0,
             idempotency_key: row.idempotency_key,
             request_hash: row.request_hash,
             first_seq: row.first_seq,
@@ -165,7 +166,7 @@ macro_rules! turn_values {
             .$bind($turn.run_id)
             .$bind($turn.status.as_str())
             .$bind($turn.stream.as_str())
-            .$bind(Json(&$turn.usage))
+            .$bind(Json(StoredUsage($turn.usage)))
             .$bind(&$turn.idempotency_key)
             .$bind(&$turn.request_hash)
             .$bind(Stamp($turn.created_at))
@@ -260,18 +261,22 @@ pub enum Refusal {
 
 /// The tokens the tenant's turns since `$2` reported, and what the reservations of those
 /// still queued or running add to it.
-const SQLITE_TOKENS_RESERVED: &str = "SELECT COALESCE(SUM(used), 0), \
+const SQLITE_TOKENS_RESERVED: &str = concat!(
+    "SELECT COALESCE(SUM(used), 0), \
      COALESCE(SUM(CASE WHEN status IN ('queued', 'running') AND reserved_tokens > used \
      THEN reserved_tokens - used ELSE 0 END), 0) FROM (SELECT status, reserved_tokens, \
-     COALESCE(json_extract(usage, '$.input_tokens'), 0) \
-     + COALESCE(json_extract(usage, '$.output_tokens'), 0) AS used \
-     FROM turns WHERE tenant_id = $1 AND created_at >= $2) AS day";
-const PG_TOKENS_RESERVED: &str = "SELECT COALESCE(SUM(used), 0)::bigint, \
+     ",
+    tokens_sqlite!(),
+    " AS used FROM turns WHERE tenant_id = $1 AND created_at >= $2) AS day"
+);
+const PG_TOKENS_RESERVED: &str = concat!(
+    "SELECT COALESCE(SUM(used), 0)::bigint, \
      COALESCE(SUM(CASE WHEN status IN ('queued', 'running') AND reserved_tokens > used \
      THEN reserved_tokens - used ELSE 0 END), 0)::bigint FROM (SELECT status, reserved_tokens, \
-     COALESCE((usage->>'input_tokens')::bigint, 0) \
-     + COALESCE((usage->>'output_tokens')::bigint, 0) AS used \
-     FROM turns WHERE tenant_id = $1 AND created_at >= $2) AS day";
+     ",
+    tokens_pg!(),
+    " AS used FROM turns WHERE tenant_id = $1 AND created_at >= $2) AS day"
+);
 
 fn turns_query(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!("SELECT {TURN_COLUMNS} FROM turns WHERE {filter}"))
@@ -608,7 +613,7 @@ impl Store {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<UsageTotals, StoreError> {
-        let rows: Vec<Json<Usage>> = with_db!(self, |pool| {
+        let rows: Vec<Json<StoredUsage>> = with_db!(self, |pool| {
             sqlx::query_scalar(
                 "SELECT usage FROM turns WHERE tenant_id = $1 AND created_at >= $2 \
                  AND created_at < $3",
@@ -621,12 +626,14 @@ impl Store {
         })?;
         Ok(rows
             .into_iter()
-            .fold(UsageTotals::default(), |sum, Json(u)| UsageTotals {
-                turns: sum.turns + 1,
-                input_tokens: sum.input_tokens + u.input_tokens,
-                output_tokens: sum.output_tokens + u.output_tokens,
-                tool_calls: sum.tool_calls + u.tool_calls,
-                wall_ms: sum.wall_ms + u.wall_ms,
+            .fold(UsageTotals::default(), |sum, Json(StoredUsage(u))| {
+                UsageTotals {
+                    turns: sum.turns + 1,
+                    input_tokens: sum.input_tokens + u.input_tokens,
+                    output_tokens: sum.output_tokens + u.output_tokens,
+                    tool_calls: sum.tool_calls + u.tool_calls,
+                    wall_ms: sum.wall_ms + u.wall_ms,
+                }
             }))
     }
 }
