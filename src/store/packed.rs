@@ -110,24 +110,18 @@ fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
             None => write!(data, "\"{}\"", entry.row.kind).expect("a String takes every write"),
         }
         let micros = entry.row.created_at.timestamp_micros() - at;
-        match entry.row.kind {
-            "usage" => tokens.add_text(&entry.row.data),
-            "turn_stop" => {
-                if let Some(stop) = tokens.cut_from_stop(&entry.row.data) {
-                    data.push(',');
-                    data.push_str(&stop);
-                    if micros != 0 {
-                        write!(data, ",{micros}").expect("a String takes every write");
-                    }
-                    data.push(']');
-                    continue;
-                }
+        let cut_stop = match entry.row.kind {
+            "usage" => {
+                tokens.add_text(&entry.row.data);
+                None
             }
-            _ => {}
-        }
-        if entry.row.data != "{}" {
+            "turn_stop" => tokens.cut_from_stop(&entry.row.data),
+            _ => None,
+        };
+        let entry_data = cut_stop.as_deref().unwrap_or(&entry.row.data);
+        if entry_data != "{}" {
             data.push(',');
-            data.push_str(&entry.row.data);
+            data.push_str(entry_data);
         }
         if micros != 0 {
             write!(data, ",{micros}").expect("a String takes every write");
