@@ -452,24 +452,12 @@ mod tests {
         let at = DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap();
         let (session, turn) = (SessionId::generate(), TurnId::generate());
         let stop = r#"{"stopReason":"end_turn","usage":{"input_tokens":12,"output_tokens":7,"tool_calls":1,"wall_ms":3}}"#;
+        let usage = |seq, data| entry(session, turn, (seq, seq), "usage", data, &at);
+        let stop_at = |seq| entry(session, turn, (seq, seq), "turn_stop", stop, &at);
         let packed = pack(vec![
-            entry(
-                session,
-                turn,
-                (1, 1),
-                "usage",
-                r#"{"input_tokens":10,"output_tokens":5}"#,
-                &at,
-            ),
-            entry(
-                session,
-                turn,
-                (2, 2),
-                "usage",
-                r#"{"input_tokens":2,"output_tokens":2}"#,
-                &at,
-            ),
-            entry(session, turn, (3, 3), "turn_stop", stop, &at),
+            usage(1, r#"{"input_tokens":10,"output_tokens":5}"#),
+            usage(2, r#"{"input_tokens":2,"output_tokens":2}"#),
+            stop_at(3),
         ]);
         assert_eq!(
             packed.data,
@@ -482,15 +470,8 @@ mod tests {
         );
 
         let partial = pack(vec![
-            entry(
-                session,
-                turn,
-                (2, 2),
-                "usage",
-                r#"{"input_tokens":2,"output_tokens":2}"#,
-                &at,
-            ),
-            entry(session, turn, (3, 3), "turn_stop", stop, &at),
+            usage(2, r#"{"input_tokens":2,"output_tokens":2}"#),
+            stop_at(3),
         ]);
         assert!(
             partial.data.ends_with(&format!("[9,{stop}]]")),
