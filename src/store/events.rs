@@ -1,6 +1,8 @@
 //! The event log: batched appends (events, history, turn state in one transaction) and
 //! ordered reads after a cursor.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
@@ -8,7 +10,7 @@ use sqlx::{QueryBuilder, Sqlite};
 
 use super::Stamp;
 use super::notify::{event_payloads, notify_events};
-use super::packed::{Entry, PACKED, pack_finished_turns, unpack};
+use super::packed::{Entry, PACKED, pack_finished_turns, reply_position, reply_text, unpack};
 use super::runs::update_run_status;
 use super::turns::{HistoryRow, history_values, insert_history};
 use super::usage::StoredUsage;
@@ -161,11 +163,12 @@ pub enum Deltas {
 impl EventRow {
     /// The events a reader whose cursor is `after` gets from this row: a coalesced delta
     /// gives what the reader does not have yet, merged or as streamed; a packed row, those
-    /// of its events after the cursor.
+    /// of its events after the cursor (its reply's text from `replies`).
     pub(super) fn push_events(
         self,
         after: i64,
         deltas: Deltas,
+        replies: &Replies,
         out: &mut Vec<Event>,
     ) -> Result<(), StoreError> {
         let reader = RowReader {
@@ -178,7 +181,11 @@ impl EventRow {
             let stored = Stored::of(self.kind, self.data.0, self.created_at.0)?;
             return reader.push(self.seq, stored, out);
         }
-        let entries = unpack(self.seq, self.data.0, self.created_at.0)?
+        let reply = match reply_position(&self.data.0) {
+            Some(position) => Some(replies.text(self.session_id, self.turn_id, position)?),
+            None => None,
+        };
+        let entries = unpack(self.seq, self.data.0, self.created_at.0, reply)?
             .into_iter()
             .map(|entry| Stored::of(entry.kind, entry.data, entry.created_at))
             .collect::<Result<Vec<_>, _>>()?;
@@ -191,6 +198,97 @@ impl EventRow {
             }
         }
         Ok(())
+    }
+}
+
+/// The texts of the history messages packed rows refer to (see `packed.rs`), with their
+/// turns, by session and position.
+#[derive(Default)]
+pub(super) struct Replies(HashMap<(SessionId, i64), (TurnId, String)>);
+
+impl Replies {
+    fn text(&self, session: SessionId, turn: TurnId, position: i64) -> Result<&str, StoreError> {
+        match self.0.get(&(session, position)) {
+            Some((of, text)) if *of == turn => Ok(text),
+            _ => Err(StoreError::Corrupt(format!(
+                "history message {position} of session {session}, which events of turn {turn} \
+                 refer to, is not that turn's reply"
+            ))),
+        }
+    }
+}
+
+/// Referenced history messages per statement: two binds each, well under both backends'
+/// limits.
+const REPLIES_CHUNK: usize = 256;
+
+impl Store {
+    /// The reply texts the packed rows among `rows` refer to: one statement per
+    /// [`REPLIES_CHUNK`] of them (none when no row refers to one). A session deleted since
+    /// its rows were read is [`StoreError::NotFound`].
+    pub(super) async fn replies(
+        &self,
+        tenant: &TenantId,
+        rows: &[EventRow],
+    ) -> Result<Replies, StoreError> {
+        let wanted: Vec<(SessionId, i64)> = rows
+            .iter()
+            .filter(|row| row.kind == PACKED)
+            .filter_map(|row| Some((row.session_id, reply_position(&row.data.0)?)))
+            .collect();
+        let mut replies = Replies::default();
+        for chunk in wanted.chunks(REPLIES_CHUNK) {
+            type Row = (SessionId, i64, TurnId, Json<HistoryMessage>);
+            let found: Vec<Row> = with_db!(self, |pool| {
+                let mut select = QueryBuilder::new(
+                    "SELECT h.session_id, h.position, h.turn_id, h.message \
+                     FROM history h JOIN sessions s ON s.id = h.session_id WHERE s.tenant_id = ",
+                );
+                select.push_bind(tenant).push(" AND (");
+                for (i, (session, position)) in chunk.iter().enumerate() {
+                    if i > 0 {
+                        select.push(" OR ");
+                    }
+                    select.push("(h.session_id = ").push_bind(*session);
+                    select
+                        .push(" AND h.position = ")
+                        .push_bind(*position)
+                        .push(")");
+                }
+                select.push(")");
+                select.build_query_as().fetch_all(pool).await
+            })?;
+            for (session, position, turn, Json(message)) in found {
+                if let Some(text) = reply_text(&message) {
+                    replies
+                        .0
+                        .insert((session, position), (turn, text.to_owned()));
+                }
+            }
+        }
+        for (session, position) in &wanted {
+            if !replies.0.contains_key(&(*session, *position))
+                && !self.session_exists(tenant, session).await?
+            {
+                return Err(StoreError::NotFound);
+            }
+        }
+        Ok(replies)
+    }
+
+    async fn session_exists(
+        &self,
+        tenant: &TenantId,
+        session: &SessionId,
+    ) -> Result<bool, StoreError> {
+        let found: i64 = with_db!(self, |pool| {
+            sqlx::query_scalar("SELECT COUNT(*) FROM sessions WHERE id = $1 AND tenant_id = $2")
+                .bind(session)
+                .bind(tenant)
+                .fetch_one(pool)
+                .await
+        })?;
+        Ok(found > 0)
     }
 }
 
@@ -306,11 +404,16 @@ pub(super) struct NewRow<'a> {
     /// JSON text.
     pub data: String,
     pub created_at: &'a DateTime<Utc>,
+    /// A packed row whose reply's text is the turn's last history message: the statement
+    /// that inserts it puts that message's position in front of its entries (see
+    /// `packed.rs`).
+    pub refers: bool,
 }
 
 /// The rows a batch inserts: its events, its coalesced deltas, each finished turn's
-/// events packed (see `packed.rs`).
-fn new_rows(groups: &[AppendGroup]) -> Vec<NewRow<'_>> {
+/// events packed (see `packed.rs`), leaving a reply's text to its history message with
+/// `refer`.
+fn new_rows(groups: &[AppendGroup], refer: bool) -> Vec<NewRow<'_>> {
     let mut entries = Vec::new();
     for group in groups {
         entries.extend(group.events.iter().map(|event| Entry {
@@ -322,6 +425,7 @@ fn new_rows(groups: &[AppendGroup]) -> Vec<NewRow<'_>> {
                 kind: event.data.kind(),
                 data: event.data.to_data(),
                 created_at: &event.created_at,
+                refers: false,
             },
         }));
         entries.extend(group.coalesced.iter().map(|run| Entry {
@@ -333,10 +437,11 @@ fn new_rows(groups: &[AppendGroup]) -> Vec<NewRow<'_>> {
                 kind: run.kind(),
                 data: run.data(),
                 created_at: &run.created_at,
+                refers: false,
             },
         }));
     }
-    pack_finished_turns(groups, entries)
+    pack_finished_turns(groups, entries, refer)
 }
 
 impl Store {
@@ -398,7 +503,6 @@ impl Store {
                 "a usage event refused by the test".into(),
             ));
         }
-        let rows = new_rows(groups);
         let mut enqueued = 0;
         match &self.db {
             Db::Sqlite(pools) => {
@@ -411,6 +515,7 @@ impl Store {
                         && !(matches!(group.transition, Some(TurnTransition::Stop(_)))
                             && hooked.may_have_endpoints(&group.tenant))
                 });
+                let rows = new_rows(groups, whole);
                 if whole {
                     let written = pools
                         .group
@@ -440,9 +545,11 @@ impl Store {
             }
             // A batch of no run's turns is one call (see `pg_writes.rs`).
             Db::Postgres(pool) if groups.iter().all(|group| group.run.is_none()) => {
+                let rows = new_rows(groups, true);
                 enqueued = super::pg_writes::append(pool, groups, &rows, origin).await?;
             }
             Db::Postgres(pool) => {
+                let rows = new_rows(groups, false);
                 let mut tx = pool.begin().await?;
                 fence!(tx, groups, sqlx::Postgres, origin, " FOR UPDATE");
                 delete_coalesced!(tx, groups, sqlx::Postgres);
@@ -516,9 +623,10 @@ impl Store {
                 }
             }
         })?;
+        let replies = self.replies(tenant, &rows).await?;
         let mut events = Vec::with_capacity(rows.len());
         for row in rows {
-            row.push_events(after, deltas, &mut events)?;
+            row.push_events(after, deltas, &replies, &mut events)?;
         }
         Ok(events)
     }
@@ -554,17 +662,38 @@ impl Store {
             .fetch_all(pool)
             .await
         })?;
+        let replies = self.replies(tenant, &rows).await?;
         let mut events = Vec::with_capacity(rows.len());
         for row in rows {
-            row.push_events(after, deltas, &mut events)?;
+            row.push_events(after, deltas, &replies, &mut events)?;
         }
         Ok(events)
     }
 }
 
+impl Store {
+    /// The session's stored event rows as they are: seq, kind and data as text.
+    #[cfg(test)]
+    pub(crate) async fn stored_event_rows(
+        &self,
+        session: &SessionId,
+    ) -> Vec<(i64, String, String)> {
+        with_db!(self, |pool| {
+            sqlx::query_as(
+                "SELECT seq, kind, CAST(data AS TEXT) FROM events WHERE session_id = $1 \
+                 ORDER BY seq",
+            )
+            .bind(session)
+            .fetch_all(pool)
+            .await
+        })
+        .unwrap()
+    }
+}
+
 /// A batch as rows of [`Writes`] (SQLite), in the order they must run: the fence of its
-/// turns, the single deltas its coalesced ones replace, its events, its history messages,
-/// its turns' starts and ends.
+/// turns, the single deltas its coalesced ones replace, its history messages, its events
+/// (after the history, which a packed row may refer to), its turns' starts and ends.
 fn batch_writes(groups: &[AppendGroup], rows: &[NewRow<'_>], origin: &ProcessId) -> Writes {
     let mut writes = Writes::default();
     for turn in batch_turns(groups) {
@@ -577,8 +706,12 @@ fn batch_writes(groups: &[AppendGroup], rows: &[NewRow<'_>], origin: &ProcessId)
             row.bind(session).bind(first).bind(last);
         });
     }
+    for message in history_rows(groups) {
+        writes.row("history", |row| history_values(row, &message));
+    }
     for event in rows {
-        writes.row("event", |row| {
+        let op = if event.refers { "reply_event" } else { "event" };
+        writes.row(op, |row| {
             row.bind(event.session)
                 .bind(event.seq)
                 .bind(event.turn)
@@ -586,9 +719,6 @@ fn batch_writes(groups: &[AppendGroup], rows: &[NewRow<'_>], origin: &ProcessId)
                 .bind(event.data.as_str())
                 .bind(Stamp(*event.created_at));
         });
-    }
-    for message in history_rows(groups) {
-        writes.row("history", |row| history_values(row, &message));
     }
     let (starts, stops) = transitions(groups);
     for (group, seq, at) in starts {
@@ -960,6 +1090,37 @@ use delete_coalesced;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::testing::{running_turn, tenant, test_store};
+
+    /// A packed row that refers to a history message of a session gone since the row was
+    /// read is not found; one whose message is not there is refused as corrupt.
+    #[tokio::test]
+    async fn a_packed_rows_missing_reply_is_not_found_or_corrupt() {
+        let (store, _dir) = test_store().await;
+        let tenant = tenant(&store).await;
+        let turn = running_turn(&store, tenant, &ProcessId::generate()).await;
+        let row = |session: SessionId| EventRow {
+            session_id: session,
+            seq: 3,
+            turn_id: turn.id,
+            kind: PACKED.to_owned(),
+            data: Json(serde_json::json!([4, [1], [2, {"lengths": [[2, 1]]}], [9]])),
+            created_at: Stamp(crate::model::now()),
+        };
+
+        let gone = [row(SessionId::generate())];
+        assert!(matches!(
+            store.replies(&tenant, &gone).await,
+            Err(StoreError::NotFound)
+        ));
+
+        let kept = [row(turn.session_id)];
+        let replies = store.replies(&tenant, &kept).await.unwrap();
+        let [row] = kept;
+        let read = row.push_events(0, Deltas::Merged, &replies, &mut Vec::new());
+        assert!(matches!(read, Err(StoreError::Corrupt(_))), "{read:?}");
+        store.close().await;
+    }
 
     #[test]
     fn delta_lengths_are_stored_as_runs_and_read_back() {

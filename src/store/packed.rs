@@ -16,6 +16,17 @@
 //! sums of the row's `usage` entries (the turn's whole usage when they are all in the row):
 //! read back, a stop's usage without them has those sums (rows written before always name
 //! them).
+//!
+//! A reply's text is stored once. Where the row's coalesced text deltas are the whole text
+//! of the turn's last history message, written by the same batch (an assistant message of
+//! one text), their entry leaves out its `delta`, and the row's first element, before the
+//! entries, is that message's history position: the reader takes the text from there. The
+//! writer does not know the position (the database gives a message the one after the
+//! session's last), so the row goes to the database without it and the statement that
+//! inserts it puts it in front: SQLite's one-statement writes (`reply_event`, migration
+//! V33) and PostgreSQL's one call per batch (`agentry_append`'s `event_refers`, migration
+//! V33). The paths that write a batch statement by statement (a run's turns, a stop with
+//! webhook messages to queue on SQLite) keep the text.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -24,8 +35,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::StoreError;
-use super::events::{AppendGroup, NewRow};
-use crate::model::{SessionId, TurnId};
+use super::events::{AppendGroup, NewRow, history_rows};
+use crate::model::{Content, ContentBlock, HistoryMessage, SessionId, TurnId};
 
 /// The `kind` of a row holding several events of a finished turn.
 pub(super) const PACKED: &str = "packed";
@@ -52,10 +63,35 @@ pub(super) struct Entry<'a> {
     pub row: NewRow<'a>,
 }
 
-/// The rows of a batch, each finished turn's contiguous tail packed into one.
+/// The text of an assistant message of one text: what a reply's coalesced deltas may be
+/// read back from.
+pub(super) fn reply_text(message: &HistoryMessage) -> Option<&str> {
+    match message {
+        HistoryMessage::Assistant {
+            content: Content::Text(text),
+        } => Some(text),
+        HistoryMessage::Assistant {
+            content: Content::Blocks(blocks),
+        } => match blocks.as_slice() {
+            [ContentBlock::Text { text }] => Some(text),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The history position a packed row takes its reply's text from, if it does.
+pub(super) fn reply_position(data: &Value) -> Option<i64> {
+    data.as_array()?.first()?.as_i64()
+}
+
+/// The rows of a batch, each finished turn's contiguous tail packed into one. With
+/// `refer`, a packed row whose deltas are its turn's reply leaves their text to the
+/// history message the batch writes (see the module's documentation).
 pub(super) fn pack_finished_turns<'a>(
     groups: &[AppendGroup],
     entries: Vec<Entry<'a>>,
+    refer: bool,
 ) -> Vec<NewRow<'a>> {
     let finished: HashSet<(SessionId, TurnId)> = groups
         .iter()
@@ -75,7 +111,14 @@ pub(super) fn pack_finished_turns<'a>(
             rows.push(entry.row);
         }
     }
-    for mut entries in of_finished.into_values() {
+    // Each finished turn's last history message the batch writes.
+    let mut replies: HashMap<(SessionId, TurnId), &HistoryMessage> = HashMap::new();
+    if refer {
+        for row in history_rows(groups) {
+            replies.insert((row.session, row.turn), row.message);
+        }
+    }
+    for (key, mut entries) in of_finished {
         entries.sort_unstable_by_key(|entry| entry.first_seq);
         let mut start = entries.len() - 1;
         while start > 0 && entries[start - 1].row.seq + 1 == entries[start].first_seq {
@@ -86,19 +129,22 @@ pub(super) fn pack_finished_turns<'a>(
         if tail.len() == 1 {
             rows.extend(tail.into_iter().map(|entry| entry.row));
         } else {
-            rows.push(pack(tail));
+            let reply = replies.get(&key).and_then(|message| reply_text(message));
+            rows.push(pack(tail, reply));
         }
     }
     rows
 }
 
-/// Consecutive rows of one turn as one row at the last one's seq.
-fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
+/// Consecutive rows of one turn as one row at the last one's seq; coalesced text deltas
+/// that are `reply` written without their text.
+fn pack<'a>(entries: Vec<Entry<'a>>, mut reply: Option<&str>) -> NewRow<'a> {
     let first = &entries[0].row;
     let last = &entries[entries.len() - 1].row;
     let (session, seq, turn, created_at) = (first.session, last.seq, first.turn, first.created_at);
     let at = created_at.timestamp_micros();
     let mut tokens = Tokens::default();
+    let mut refers = false;
     let mut data = String::from("[");
     for (i, entry) in entries.iter().enumerate() {
         if i > 0 {
@@ -110,15 +156,21 @@ fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
             None => write!(data, "\"{}\"", entry.row.kind).expect("a String takes every write"),
         }
         let micros = entry.row.created_at.timestamp_micros() - at;
-        let cut_stop = match entry.row.kind {
+        let cut = match entry.row.kind {
             "usage" => {
                 tokens.add_text(&entry.row.data);
                 None
             }
             "turn_stop" => tokens.cut_from_stop(&entry.row.data),
+            "text_delta" => reply
+                .and_then(|text| without_text(&entry.row.data, text))
+                .inspect(|_| refers = true),
             _ => None,
         };
-        let entry_data = cut_stop.as_deref().unwrap_or(&entry.row.data);
+        if refers {
+            reply = None;
+        }
+        let entry_data = cut.as_deref().unwrap_or(&entry.row.data);
         if entry_data != "{}" {
             data.push(',');
             data.push_str(entry_data);
@@ -136,7 +188,19 @@ fn pack(entries: Vec<Entry<'_>>) -> NewRow<'_> {
         kind: PACKED,
         data,
         created_at,
+        refers,
     }
+}
+
+/// Coalesced deltas' data without their text, when the text is `text`.
+fn without_text(deltas: &str, text: &str) -> Option<String> {
+    let mut deltas: Value = serde_json::from_str(deltas).ok()?;
+    let fields = deltas.as_object_mut()?;
+    if !fields.contains_key("lengths") || fields.get("delta")?.as_str()? != text {
+        return None;
+    }
+    fields.remove("delta");
+    Some(deltas.to_string())
 }
 
 /// The input and output tokens of a packed row's `usage` entries so far; `None` once one
@@ -207,16 +271,28 @@ pub(super) struct Unpacked {
     pub created_at: DateTime<Utc>,
 }
 
-/// The entries of a packed row made at `created_at`.
+/// The entries of a packed row made at `created_at`; `reply` is the text of the history
+/// message at its [`reply_position`], when it has one.
 pub(super) fn unpack(
     seq: i64,
     data: Value,
     created_at: DateTime<Utc>,
+    mut reply: Option<&str>,
 ) -> Result<Vec<Unpacked>, StoreError> {
     let corrupt = || StoreError::Corrupt(format!("the packed events at seq {seq} are malformed"));
-    let Value::Array(entries) = data else {
+    let Value::Array(mut entries) = data else {
         return Err(corrupt());
     };
+    if entries.first().is_some_and(Value::is_number) {
+        entries.remove(0);
+        if reply.is_none() {
+            return Err(StoreError::Corrupt(format!(
+                "the packed events at seq {seq} lack the history message they refer to"
+            )));
+        }
+    } else if reply.is_some() {
+        return Err(corrupt());
+    }
     let mut unpacked = Vec::with_capacity(entries.len());
     let mut tokens = Tokens::default();
     for entry in entries {
@@ -241,6 +317,15 @@ pub(super) fn unpack(
         match kind.as_str() {
             "usage" => tokens.add(&data),
             "turn_stop" => tokens.fill_stop(&mut data).map_err(|()| corrupt())?,
+            "text_delta" => {
+                if let Some(fields) = data.as_object_mut()
+                    && fields.contains_key("lengths")
+                    && !fields.contains_key("delta")
+                {
+                    let text = reply.take().ok_or_else(corrupt)?;
+                    fields.insert("delta".to_owned(), text.into());
+                }
+            }
             _ => {}
         }
         let created_at = match parts.next() {
@@ -259,6 +344,9 @@ pub(super) fn unpack(
             data,
             created_at,
         });
+    }
+    if reply.is_some() {
+        return Err(corrupt());
     }
     Ok(unpacked)
 }
@@ -285,6 +373,7 @@ mod tests {
                 kind,
                 data: data.to_owned(),
                 created_at: at,
+                refers: false,
             },
         }
     }
@@ -349,7 +438,7 @@ mod tests {
             ),
             entry(session, running, (10, 10), "turn_start", "{}", &at),
         ];
-        let mut rows = pack_finished_turns(&groups, entries);
+        let mut rows = pack_finished_turns(&groups, entries, true);
         rows.sort_by_key(|row| row.seq);
         let stored: Vec<(i64, &str)> = rows.iter().map(|row| (row.seq, row.kind)).collect();
         assert_eq!(
@@ -365,7 +454,7 @@ mod tests {
 
         let data: Value = serde_json::from_str(&rows[1].data).unwrap();
         let at = DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap();
-        let unpacked = unpack(9, data, at).unwrap();
+        let unpacked = unpack(9, data, at, None).unwrap();
         let kinds: Vec<&str> = unpacked.iter().map(|u| u.kind.as_str()).collect();
         assert_eq!(
             kinds,
@@ -394,7 +483,10 @@ mod tests {
             serde_json::json!([["turn_start", {}, "soon"]]),
         ] {
             assert!(
-                matches!(unpack(1, data.clone(), at), Err(StoreError::Corrupt(_))),
+                matches!(
+                    unpack(1, data.clone(), at, None),
+                    Err(StoreError::Corrupt(_))
+                ),
                 "{data}"
             );
         }
@@ -421,7 +513,7 @@ mod tests {
             [10, {"version": 2}]
         ]);
         let read = |data: Value| {
-            unpack(5, data, at)
+            unpack(5, data, at, None)
                 .unwrap()
                 .into_iter()
                 .map(|u| (u.kind, u.data, u.created_at))
@@ -434,12 +526,15 @@ mod tests {
 
         let session = SessionId::generate();
         let turn = TurnId::generate();
-        let packed = pack(vec![
-            entry(session, turn, (1, 1), "turn_start", "{}", &at),
-            entry(session, turn, (2, 2), "some_later_kind", r#"{"a":1}"#, &at),
-        ]);
+        let packed = pack(
+            vec![
+                entry(session, turn, (1, 1), "turn_start", "{}", &at),
+                entry(session, turn, (2, 2), "some_later_kind", r#"{"a":1}"#, &at),
+            ],
+            None,
+        );
         assert_eq!(packed.data, r#"[[0],["some_later_kind",{"a":1}]]"#);
-        let unpacked = unpack(2, serde_json::from_str(&packed.data).unwrap(), at).unwrap();
+        let unpacked = unpack(2, serde_json::from_str(&packed.data).unwrap(), at, None).unwrap();
         assert_eq!(unpacked[1].kind, "some_later_kind");
     }
 
@@ -454,31 +549,37 @@ mod tests {
         let stop = r#"{"stopReason":"end_turn","usage":{"input_tokens":12,"output_tokens":7,"tool_calls":1,"wall_ms":3}}"#;
         let usage = |seq, data| entry(session, turn, (seq, seq), "usage", data, &at);
         let stop_at = |seq| entry(session, turn, (seq, seq), "turn_stop", stop, &at);
-        let packed = pack(vec![
-            usage(1, r#"{"input_tokens":10,"output_tokens":5}"#),
-            usage(2, r#"{"input_tokens":2,"output_tokens":2}"#),
-            stop_at(3),
-        ]);
+        let packed = pack(
+            vec![
+                usage(1, r#"{"input_tokens":10,"output_tokens":5}"#),
+                usage(2, r#"{"input_tokens":2,"output_tokens":2}"#),
+                stop_at(3),
+            ],
+            None,
+        );
         assert_eq!(
             packed.data,
             r#"[[7,{"input_tokens":10,"output_tokens":5}],[7,{"input_tokens":2,"output_tokens":2}],[9,{"stopReason":"end_turn","usage":{"tool_calls":1,"wall_ms":3}}]]"#
         );
-        let unpacked = unpack(3, serde_json::from_str(&packed.data).unwrap(), at).unwrap();
+        let unpacked = unpack(3, serde_json::from_str(&packed.data).unwrap(), at, None).unwrap();
         assert_eq!(
             unpacked[2].data,
             serde_json::from_str::<Value>(stop).unwrap()
         );
 
-        let partial = pack(vec![
-            usage(2, r#"{"input_tokens":2,"output_tokens":2}"#),
-            stop_at(3),
-        ]);
+        let partial = pack(
+            vec![
+                usage(2, r#"{"input_tokens":2,"output_tokens":2}"#),
+                stop_at(3),
+            ],
+            None,
+        );
         assert!(
             partial.data.ends_with(&format!("[9,{stop}]]")),
             "{}",
             partial.data
         );
-        let unpacked = unpack(3, serde_json::from_str(&partial.data).unwrap(), at).unwrap();
+        let unpacked = unpack(3, serde_json::from_str(&partial.data).unwrap(), at, None).unwrap();
         assert_eq!(
             unpacked[1].data,
             serde_json::from_str::<Value>(stop).unwrap()
@@ -489,7 +590,76 @@ mod tests {
             [9, {"stopReason": "end_turn", "usage": {"wall_ms": 3}}]
         ]);
         assert!(matches!(
-            unpack(2, unreadable, at),
+            unpack(2, unreadable, at, None),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    /// Coalesced text deltas that are the turn's last history message of the batch leave
+    /// their text to it: the row refers, and reads back with the message's text given
+    /// (refused without it, or given one it does not refer to).
+    #[test]
+    fn a_replys_deltas_leave_their_text_to_its_history_message() {
+        let at = crate::model::now();
+        let at = DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap();
+        let (session, turn) = (SessionId::generate(), TurnId::generate());
+        let stop = EventData::TurnStop {
+            stop_reason: StopReason::EndTurn,
+            error: None,
+            usage: Usage::default(),
+        };
+        let mut ended = group(session, turn, vec![stop]);
+        ended.history = vec![HistoryMessage::Assistant {
+            content: Content::Text("hello".into()),
+        }];
+        let entries = || {
+            vec![
+                entry(session, turn, (1, 1), "message_start", "{}", &at),
+                entry(
+                    session,
+                    turn,
+                    (2, 3),
+                    "text_delta",
+                    r#"{"delta":"hello","lengths":[[2,1],[3,1]]}"#,
+                    &at,
+                ),
+                entry(session, turn, (4, 4), "message_stop", "{}", &at),
+                entry(session, turn, (5, 5), "turn_stop", "{}", &at),
+            ]
+        };
+        let groups = [ended];
+
+        let rows = pack_finished_turns(&groups, entries(), true);
+        assert_eq!(rows.len(), 1);
+        assert!(rows[0].refers);
+        assert_eq!(
+            rows[0].data,
+            r#"[[1],[2,{"lengths":[[2,1],[3,1]]}],[5],[9]]"#
+        );
+        // As the statement that inserts it stores it: the position first.
+        let stored: Value = serde_json::from_str(&format!("[7,{}", &rows[0].data[1..])).unwrap();
+        assert_eq!(reply_position(&stored), Some(7));
+        let unpacked = unpack(5, stored.clone(), at, Some("hello")).unwrap();
+        assert_eq!(
+            unpacked[1].data,
+            serde_json::json!({"delta": "hello", "lengths": [[2, 1], [3, 1]]})
+        );
+        assert!(matches!(
+            unpack(5, stored, at, None),
+            Err(StoreError::Corrupt(_))
+        ));
+
+        let kept = pack_finished_turns(&groups, entries(), false);
+        assert!(!kept[0].refers);
+        assert!(
+            kept[0].data.contains(r#""delta":"hello""#),
+            "{}",
+            kept[0].data
+        );
+        let kept: Value = serde_json::from_str(&kept[0].data).unwrap();
+        assert_eq!(reply_position(&kept), None);
+        assert!(matches!(
+            unpack(5, kept, at, Some("hello")),
             Err(StoreError::Corrupt(_))
         ));
     }

@@ -1,5 +1,5 @@
 //! PostgreSQL: a turn's plain admission and a batch of the event writer as one call each
-//! of a function of migration V28 (`agentry_admit`, `agentry_append`). A statement alone is
+//! of a function of migrations V28 and V33 (`agentry_admit`, `agentry_append`). A statement alone is
 //! its own transaction, so each is one round trip to the server where `BEGIN`, every
 //! statement and `COMMIT` were one each. Rows go as arrays, one per column.
 
@@ -19,14 +19,14 @@ use crate::model::{ProcessId, TenantId, Turn, TurnId};
 
 const APPEND: &str = "SELECT fenced, queued FROM agentry_append($1, $2, $3, $4, $5, $6, $7, \
      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, \
-     $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)";
+     $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37)";
 
 const ADMIT: &str = "SELECT started, last_seq FROM agentry_admit($1, $2, $3, $4, $5, $6, $7, \
      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
 /// Appends the groups (none of them in a run) as `origin`: the fence of their turns, the
-/// single deltas their coalesced rows replace, `rows`, their history messages, their turns'
-/// starts and stops (each queueing its webhook messages) and the notification of their
+/// single deltas their coalesced rows replace, their history messages, `rows` (after the
+/// history, which a packed row may refer to), their turns' starts and stops (each queueing its webhook messages) and the notification of their
 /// sessions' new events. [`StoreError::Fenced`] names the turns not held (nothing is
 /// written then); returns the webhook deliveries queued.
 pub(super) async fn append(
@@ -82,6 +82,7 @@ pub(super) async fn append(
         .bind(rows.iter().map(|r| r.kind).collect::<Vec<_>>())
         .bind(rows.iter().map(|r| r.data.as_str()).collect::<Vec<_>>())
         .bind(rows.iter().map(|r| *r.created_at).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.refers).collect::<Vec<_>>())
         .bind(
             history
                 .iter()

@@ -105,9 +105,10 @@ impl Store {
             select.push(") ORDER BY e.session_id, e.seq");
             select.build_query_as().fetch_all(pool).await
         })?;
+        let replies = self.replies(tenant, &rows).await?;
         let mut events = Vec::with_capacity(rows.len());
         for row in rows {
-            row.push_events(-1, deltas, &mut events)?;
+            row.push_events(-1, deltas, &replies, &mut events)?;
         }
         Ok(events)
     }

@@ -4,8 +4,8 @@
 use super::coalescing_tests::{append, text, writer};
 use super::*;
 use crate::engine::testing::{running_turn, tenant, test_store};
-use crate::model::{StopReason, Turn, Usage};
-use crate::store::Deltas;
+use crate::model::{Content, ContentBlock, StopReason, Turn, Usage};
+use crate::store::{Backend, Deltas};
 
 fn stop() -> EventData {
     EventData::TurnStop {
@@ -197,5 +197,111 @@ async fn a_turn_whose_start_was_stored_before_packs_what_its_last_batch_holds() 
         ]
     );
     assert_every_cursor_reads_as_published(&store, &turn, &published).await;
+    store.close().await;
+}
+
+/// A turn that ends in one batch with `reply` as its last history message, its reply
+/// streamed as `deltas`: what was published.
+async fn turn_with_reply(
+    writer: &EventWriter,
+    turn: &Turn,
+    deltas: &[&str],
+    history: Vec<HistoryMessage>,
+) -> Vec<Event> {
+    let mut events = vec![EventData::TurnStart {}, EventData::MessageStart {}];
+    events.extend(deltas.iter().map(|delta| text(delta)));
+    events.extend([
+        EventData::MessageStop {},
+        EventData::Usage {
+            input_tokens: 7,
+            output_tokens: 3,
+        },
+        stop(),
+    ]);
+    let mut end = append(turn, events);
+    end.history = history;
+    let committed = writer.append(end).await.await.unwrap().unwrap();
+    committed.iter().map(|e| (**e).clone()).collect()
+}
+
+fn assistant(content: Content) -> HistoryMessage {
+    HistoryMessage::Assistant { content }
+}
+
+/// The reply's text is stored once, in its history message: the turn's packed row holds
+/// that message's position instead; every cursor reads back what was published.
+#[tokio::test]
+async fn a_replys_text_is_stored_once_with_its_history_message() {
+    let (store, _dir) = test_store().await;
+    let process = ProcessId::generate();
+    let writer = writer(&store, process).await;
+    let tenant = tenant(&store).await;
+    for (n, content) in [
+        Content::Text("a reply in three deltas".into()),
+        Content::Blocks(vec![ContentBlock::Text {
+            text: "a reply in three deltas".into(),
+        }]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let turn = running_turn(&store, tenant, &process).await;
+        let deltas = ["a reply ", "in three ", "deltas"];
+        let published = turn_with_reply(&writer, &turn, &deltas, vec![assistant(content)]).await;
+
+        let rows = store.stored_event_rows(&turn.session_id).await;
+        assert_eq!(rows.len(), 1, "one packed row: {rows:?}");
+        let (_, kind, data) = &rows[0];
+        assert_eq!(kind, "packed");
+        // The reply is the session's first history message: position 0.
+        let position = match store.backend() {
+            Backend::Sqlite => "[0,[0]",
+            Backend::Postgres => "[0, [0]",
+        };
+        assert!(data.starts_with(position), "{n}: {data}");
+        assert!(
+            !data.contains("three"),
+            "{n}: the text stored twice: {data}"
+        );
+        assert_every_cursor_reads_as_published(&store, &turn, &published).await;
+    }
+    store.close().await;
+}
+
+/// Deltas that are not the whole text of the turn's last history message keep their text:
+/// a reply of other blocks, a tool's answer after the reply, a different text.
+#[tokio::test]
+async fn deltas_that_are_not_the_turns_last_message_keep_their_text() {
+    let (store, _dir) = test_store().await;
+    let process = ProcessId::generate();
+    let writer = writer(&store, process).await;
+    let tenant = tenant(&store).await;
+    let reply = || assistant(Content::Text("ok then".into()));
+    for history in [
+        vec![assistant(Content::Blocks(vec![
+            ContentBlock::Text {
+                text: "ok then".into(),
+            },
+            ContentBlock::Thinking {
+                thinking: "hm".into(),
+            },
+        ]))],
+        vec![
+            reply(),
+            HistoryMessage::Tool {
+                tool_call_id: "call".into(),
+                content: Content::Text("ok then".into()),
+            },
+        ],
+        vec![assistant(Content::Text("ok then!".into()))],
+        vec![],
+    ] {
+        let turn = running_turn(&store, tenant, &process).await;
+        let published = turn_with_reply(&writer, &turn, &["ok ", "then"], history.clone()).await;
+        let rows = store.stored_event_rows(&turn.session_id).await;
+        assert_eq!(rows.len(), 1, "{history:?}: {rows:?}");
+        assert!(rows[0].2.contains("ok then"), "{history:?}: {rows:?}");
+        assert_every_cursor_reads_as_published(&store, &turn, &published).await;
+    }
     store.close().await;
 }

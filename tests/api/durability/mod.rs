@@ -66,7 +66,16 @@ pub async fn stored_events(db: &TestDb, turn: &str) -> Vec<(i64, String)> {
             events.push((seq, kind.to_owned()));
             continue;
         }
-        let entries: Vec<Vec<serde_json::Value>> = serde_json::from_str(data).unwrap();
+        let mut entries: Vec<serde_json::Value> = serde_json::from_str(data).unwrap();
+        // A row that leaves its reply's text to the history starts with the message's
+        // position.
+        if entries.first().is_some_and(serde_json::Value::is_number) {
+            entries.remove(0);
+        }
+        let entries: Vec<Vec<serde_json::Value>> = entries
+            .into_iter()
+            .map(|entry| serde_json::from_value(entry).unwrap())
+            .collect();
         let seqs = |entry: &[serde_json::Value]| -> i64 {
             entry
                 .get(1)
