@@ -270,6 +270,12 @@ impl Bench {
 
     async fn stream(&self, request: reqwest::RequestBuilder) -> SseFrames {
         let response = request.send().await.expect("the server answers");
+        assert!(
+            response.status() != reqwest::StatusCode::TOO_MANY_REQUESTS,
+            "429: more open streams than the server allows (start it for --subscribers with \
+             AGENTRY__LIMITS__MAX_STREAMS_PER_TENANT and AGENTRY__LIMITS__MAX_STREAMS_PER_ADDRESS \
+             above that number)"
+        );
         assert!(response.status().is_success(), "{}", response.status());
         SseFrames::new(response)
     }
