@@ -1,8 +1,9 @@
 -- A packed row may leave its reply's text to the history message the same call wrote (see
 -- src/store/packed.rs): `agentry_append` takes `event_refers`, whose rows it inserts with the
--- position of their turn's last history message in front of their entries (refused, by the
--- NOT NULL of `data`, when the turn has none), and appends the batch's history messages
--- before its events. A release without this migration cannot read such rows; this
+-- position of their session's last history message in front of their entries (refused, by
+-- the NOT NULL of `data`, unless that message is of the row's turn; the batch's history
+-- messages, appended before its events, end with the turn's reply). The last message is read
+-- by one step back along the session's key, whatever the session's length. A release without this migration cannot read such rows; this
 -- migration being applied makes it refuse to start on the database. Otherwise as V28:
 --
 -- Appends a batch of the event writer, if every turn of `turns` is still queued or running
@@ -67,8 +68,10 @@ BEGIN
     INSERT INTO events (session_id, seq, turn_id, kind, data, created_at)
     SELECT s, q, t, k,
         CASE WHEN r THEN
-            ('[' || (SELECT h.position FROM history h WHERE h.session_id = s AND h.turn_id = t
-                     ORDER BY h.position DESC LIMIT 1)
+            ('[' || (SELECT last.position FROM (
+                        SELECT h.position, h.turn_id FROM history h WHERE h.session_id = s
+                        ORDER BY h.position DESC LIMIT 1) AS last
+                     WHERE last.turn_id = t)
                  || ',' || substr(d, 2))::jsonb
         ELSE d::jsonb END,
         c

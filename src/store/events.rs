@@ -404,9 +404,9 @@ pub(super) struct NewRow<'a> {
     /// JSON text.
     pub data: String,
     pub created_at: &'a DateTime<Utc>,
-    /// A packed row whose reply's text is the turn's last history message: the statement
-    /// that inserts it puts that message's position in front of its entries (see
-    /// `packed.rs`).
+    /// A packed row whose reply's text is the session's last history message of the
+    /// batch, of the row's turn: the statement that inserts it puts that message's position
+    /// in front of its entries (see `packed.rs`).
     pub refers: bool,
 }
 

@@ -18,8 +18,8 @@
 //! them).
 //!
 //! A reply's text is stored once. Where the row's coalesced text deltas are the whole text
-//! of the turn's last history message, written by the same batch (an assistant message of
-//! one text), their entry leaves out its `delta`, and the row's first element, before the
+//! of the last history message the same batch writes to the session, of the row's turn (an
+//! assistant message of one text), their entry leaves out its `delta`, and the row's first element, before the
 //! entries, is that message's history position: the reader takes the text from there. The
 //! writer does not know the position (the database gives a message the one after the
 //! session's last), so the row goes to the database without it and the statement that
@@ -111,11 +111,12 @@ pub(super) fn pack_finished_turns<'a>(
             rows.push(entry.row);
         }
     }
-    // Each finished turn's last history message the batch writes.
-    let mut replies: HashMap<(SessionId, TurnId), &HistoryMessage> = HashMap::new();
+    // Each session's last history message the batch writes, with its turn: what the
+    // statement puts the position of in front of a row that refers.
+    let mut last_messages: HashMap<SessionId, (TurnId, &HistoryMessage)> = HashMap::new();
     if refer {
         for row in history_rows(groups) {
-            replies.insert((row.session, row.turn), row.message);
+            last_messages.insert(row.session, (row.turn, row.message));
         }
     }
     for (key, mut entries) in of_finished {
@@ -129,7 +130,10 @@ pub(super) fn pack_finished_turns<'a>(
         if tail.len() == 1 {
             rows.extend(tail.into_iter().map(|entry| entry.row));
         } else {
-            let reply = replies.get(&key).and_then(|message| reply_text(message));
+            let reply = match last_messages.get(&key.0) {
+                Some((turn, message)) if *turn == key.1 => reply_text(message),
+                _ => None,
+            };
             rows.push(pack(tail, reply));
         }
     }
@@ -595,9 +599,10 @@ mod tests {
         ));
     }
 
-    /// Coalesced text deltas that are the turn's last history message of the batch leave
-    /// their text to it: the row refers, and reads back with the message's text given
-    /// (refused without it, or given one it does not refer to).
+    /// Coalesced text deltas that are the session's last history message of the batch, of
+    /// their turn, leave their text to it: the row refers, and reads back with the
+    /// message's text given (refused without it, or given one it does not refer to). Where
+    /// the session's last message is of another turn, the text stays.
     #[test]
     fn a_replys_deltas_leave_their_text_to_its_history_message() {
         let at = crate::model::now();
@@ -648,6 +653,12 @@ mod tests {
             unpack(5, stored, at, None),
             Err(StoreError::Corrupt(_))
         ));
+
+        let mut other = group(session, TurnId::generate(), vec![EventData::TurnStart {}]);
+        other.history = groups[0].history.clone();
+        let after_another = pack_finished_turns(&[groups[0].clone(), other], entries(), true);
+        assert!(!after_another[0].refers);
+        assert!(after_another[0].data.contains(r#""delta":"hello""#));
 
         let kept = pack_finished_turns(&groups, entries(), false);
         assert!(!kept[0].refers);

@@ -268,7 +268,8 @@ async fn a_replys_text_is_stored_once_with_its_history_message() {
     store.close().await;
 }
 
-/// Deltas that are not the whole text of the turn's last history message keep their text:
+/// Deltas that are not the whole text of the batch's last history message of their turn
+/// keep their text:
 /// a reply of other blocks, a tool's answer after the reply, a different text.
 #[tokio::test]
 async fn deltas_that_are_not_the_turns_last_message_keep_their_text() {
