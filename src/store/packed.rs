@@ -404,17 +404,21 @@ mod tests {
         }
     }
 
+    /// A turn's end, as the batch that stores it holds it.
+    fn end_turn() -> EventData {
+        EventData::TurnStop {
+            stop_reason: StopReason::EndTurn,
+            error: None,
+            usage: Usage::default(),
+        }
+    }
+
     #[test]
     fn a_finished_turns_rows_after_their_last_gap_become_one_and_others_stay() {
         let session = SessionId::generate();
         let (ended, running) = (TurnId::generate(), TurnId::generate());
-        let stop = EventData::TurnStop {
-            stop_reason: StopReason::EndTurn,
-            error: None,
-            usage: Usage::default(),
-        };
         let groups = [
-            group(session, ended, vec![stop]),
+            group(session, ended, vec![end_turn()]),
             group(session, running, vec![EventData::TurnStart {}]),
         ];
         let at = crate::model::now();
@@ -608,12 +612,7 @@ mod tests {
         let at = crate::model::now();
         let at = DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap();
         let (session, turn) = (SessionId::generate(), TurnId::generate());
-        let stop = EventData::TurnStop {
-            stop_reason: StopReason::EndTurn,
-            error: None,
-            usage: Usage::default(),
-        };
-        let mut ended = group(session, turn, vec![stop]);
+        let mut ended = group(session, turn, vec![end_turn()]);
         ended.history = vec![HistoryMessage::Assistant {
             content: Content::Text("hello".into()),
         }];
