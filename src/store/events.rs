@@ -225,7 +225,8 @@ const REPLIES_CHUNK: usize = 256;
 impl Store {
     /// The reply texts the packed rows among `rows` refer to: one statement per
     /// [`REPLIES_CHUNK`] of them (none when no row refers to one). A session deleted since
-    /// its rows were read is [`StoreError::NotFound`].
+    /// its rows were read is [`StoreError::NotFound`]; a reference to a message that is not
+    /// there or not a reply is [`StoreError::Corrupt`].
     pub(super) async fn replies(
         &self,
         tenant: &TenantId,
@@ -266,12 +267,16 @@ impl Store {
                 }
             }
         }
-        for (session, position) in &wanted {
-            if !replies.0.contains_key(&(*session, *position))
-                && !self.session_exists(tenant, session).await?
-            {
-                return Err(StoreError::NotFound);
-            }
+        // A reference not found: its session deleted since the page was read, or corrupt.
+        if let Some((session, position)) = wanted.iter().find(|key| !replies.0.contains_key(key)) {
+            return Err(if self.session_exists(tenant, session).await? {
+                StoreError::Corrupt(format!(
+                    "history message {position} of session {session}, which packed events \
+                     refer to, is not a reply"
+                ))
+            } else {
+                StoreError::NotFound
+            });
         }
         Ok(replies)
     }
@@ -1093,7 +1098,8 @@ mod tests {
     use crate::engine::testing::{running_turn, tenant, test_store};
 
     /// A packed row that refers to a history message of a session gone since the row was
-    /// read is not found; one whose message is not there is refused as corrupt.
+    /// read is not found; one whose message is not there is refused as corrupt, and so is a
+    /// row that names a message of another turn.
     #[tokio::test]
     async fn a_packed_rows_missing_reply_is_not_found_or_corrupt() {
         let (store, _dir) = test_store().await;
@@ -1114,9 +1120,19 @@ mod tests {
             Err(StoreError::NotFound)
         ));
 
-        let kept = [row(turn.session_id)];
-        let replies = store.replies(&tenant, &kept).await.unwrap();
-        let [row] = kept;
+        let missing = [row(turn.session_id)];
+        let read = store.replies(&tenant, &missing).await;
+        assert!(
+            matches!(read, Err(StoreError::Corrupt(_))),
+            "{:?}",
+            read.err()
+        );
+
+        let mut replies = Replies::default();
+        replies
+            .0
+            .insert((turn.session_id, 4), (TurnId::generate(), "ab".to_owned()));
+        let [row] = missing;
         let read = row.push_events(0, Deltas::Merged, &replies, &mut Vec::new());
         assert!(matches!(read, Err(StoreError::Corrupt(_))), "{read:?}");
         store.close().await;

@@ -19,8 +19,9 @@
 //!
 //! A reply's text is stored once. Where the row's coalesced text deltas are the whole text
 //! of the last history message the same batch writes to the session, of the row's turn (an
-//! assistant message of one text), their entry leaves out its `delta`, and the row's first element, before the
-//! entries, is that message's history position: the reader takes the text from there. The
+//! assistant message of one text), their entry leaves out its `delta`, and the row's first
+//! element, before the entries, is that message's history position: the reader takes the
+//! text from there. The
 //! writer does not know the position (the database gives a message the one after the
 //! session's last), so the row goes to the database without it and the statement that
 //! inserts it puts it in front: SQLite's one-statement writes (`reply_event`, migration
@@ -142,7 +143,7 @@ pub(super) fn pack_finished_turns<'a>(
 
 /// Consecutive rows of one turn as one row at the last one's seq; coalesced text deltas
 /// that are `reply` written without their text.
-fn pack<'a>(entries: Vec<Entry<'a>>, mut reply: Option<&str>) -> NewRow<'a> {
+fn pack<'a>(entries: Vec<Entry<'a>>, reply: Option<&str>) -> NewRow<'a> {
     let first = &entries[0].row;
     let last = &entries[entries.len() - 1].row;
     let (session, seq, turn, created_at) = (first.session, last.seq, first.turn, first.created_at);
@@ -166,14 +167,12 @@ fn pack<'a>(entries: Vec<Entry<'a>>, mut reply: Option<&str>) -> NewRow<'a> {
                 None
             }
             "turn_stop" => tokens.cut_from_stop(&entry.row.data),
-            "text_delta" => reply
+            // One entry at most leaves its text to the reply.
+            "text_delta" if !refers => reply
                 .and_then(|text| without_text(&entry.row.data, text))
                 .inspect(|_| refers = true),
             _ => None,
         };
-        if refers {
-            reply = None;
-        }
         let entry_data = cut.as_deref().unwrap_or(&entry.row.data);
         if entry_data != "{}" {
             data.push(',');
