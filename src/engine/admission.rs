@@ -108,8 +108,8 @@ impl Engine {
                 ),
             )));
         }
-        if let Some(key) = &request.idempotency_key
-            && let Some(earlier) = self.earlier_turn(tenant, session_id, key, request).await?
+        if let Some(idempotency) = &request.idempotency
+            && let Some(earlier) = self.earlier_turn(tenant, session_id, idempotency).await?
         {
             return Ok(StartedTurn::replay(earlier));
         }
@@ -213,12 +213,9 @@ impl Engine {
             .any(|m| !matches!(m, InputMessage::User { .. }));
         let turn = Turn {
             run_id,
-            idempotency_key: request.idempotency_key.clone(),
+            idempotency_key: request.idempotency.as_ref().map(|i| i.key.clone()),
             // Only a retry with the same key compares it.
-            request_hash: request
-                .idempotency_key
-                .as_ref()
-                .map(|_| self.request_hash(request)),
+            request_hash: request.idempotency.as_ref().map(|i| self.request_hash(i)),
             trace_parent: crate::traces::current_traceparent(),
             ..Turn::queued(id, *tenant, *session_id, request.stream)
         };
@@ -317,9 +314,8 @@ impl Engine {
                     }
                     // Two requests with one key at the same moment: whichever index refused the
                     // second, it is a retry of the first, which is committed by now.
-                    StoreError::Conflict(_) if request.idempotency_key.is_some() => {
-                        let key = request.idempotency_key.as_deref().unwrap_or_default();
-                        match self.earlier_turn(tenant, session_id, key, request).await? {
+                    StoreError::Conflict(_) if let Some(idempotency) = &request.idempotency => {
+                        match self.earlier_turn(tenant, session_id, idempotency).await? {
                             Some(earlier) => Ok(StartedTurn::replay(earlier)),
                             None => Err(EngineError::SessionBusy),
                         }

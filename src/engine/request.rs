@@ -24,15 +24,32 @@ pub struct TurnRequest {
     pub agent: SessionConfigRequest,
     pub messages: Vec<InputMessage>,
     pub stream: StreamMode,
-    pub idempotency_key: Option<String>,
-    /// A digest of the request as sent, to tell a retry from a different request.
+    /// The client's retry key, if it sent one.
+    pub idempotency: Option<Idempotency>,
+}
+
+/// A retry key, and what tells a retry sent with it from another request.
+#[derive(Debug, Clone)]
+pub struct Idempotency {
+    /// The key as stored: in its protocol's namespace (see [`scoped_key`]).
+    pub key: String,
+    /// A digest of the request as sent.
     pub fingerprint: String,
 }
 
-impl TurnRequest {
-    pub fn fingerprint_of(body: &serde_json::Value) -> String {
-        crate::model::sha256_hex(body.to_string().as_bytes())
+impl Idempotency {
+    /// `key` for the request `body`.
+    pub fn of(key: String, body: &serde_json::Value) -> Self {
+        Idempotency {
+            key,
+            fingerprint: fingerprint_of(body),
+        }
     }
+}
+
+/// A digest of a request as sent, to tell a retry from a different request.
+pub fn fingerprint_of(body: &serde_json::Value) -> String {
+    crate::model::sha256_hex(body.to_string().as_bytes())
 }
 
 /// An idempotency key as stored: in its protocol's namespace (`scope`), so the same key

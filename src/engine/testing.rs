@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 
-use super::request::{StartedTurn, TurnRequest};
+use super::request::{Idempotency, StartedTurn, TurnRequest};
 use super::{Engine, InputMessage, TenantAgentPolicy};
 use crate::config::Settings;
 use crate::model::{
@@ -253,8 +253,7 @@ pub fn says(text: &str, key: Option<&str>) -> TurnRequest {
             content: Content::Text(text.into()),
         }],
         stream: StreamMode::None,
-        idempotency_key: key.map(str::to_owned),
-        fingerprint: TurnRequest::fingerprint_of(&body),
+        idempotency: key.map(|key| Idempotency::of(key.to_owned(), &body)),
     }
 }
 

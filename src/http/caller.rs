@@ -67,9 +67,17 @@ pub(super) fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
     }
 }
 
+/// Who the request's token speaks for, once verified: a middleware and the handler's
+/// extractor both ask, and the request pays for one verification.
+#[derive(Clone)]
+struct Authenticated(Principal);
+
 /// Verifies the request's bearer token and, for tenant tokens, that the tenant is active
-/// and the token not revoked.
+/// and the token not revoked. Asked again for the same request, gives the first answer.
 pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Principal, ApiError> {
+    if let Some(Authenticated(principal)) = req.extensions().get::<Authenticated>() {
+        return Ok(principal.clone());
+    }
     let token = bearer_token(req)?;
     let principal = state
         .tokens()
@@ -101,6 +109,8 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Princip
             }
         }
     }
+    req.extensions_mut()
+        .insert(Authenticated(principal.clone()));
     Ok(principal)
 }
 

@@ -520,7 +520,7 @@ impl RootSpanBuilder for RequestSpan {
             .get::<tracing_actix_web::RequestId>()
             .map(ToString::to_string)
             .unwrap_or_default();
-        let route = request.match_pattern();
+        let route = observe::route_of(request);
         let span = tracing::info_span!(
             "request",
             method = %request.method(),

@@ -27,6 +27,21 @@ pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("agentry-reque
 /// The route label of a request no route matched.
 const UNMATCHED: &str = "unmatched";
 
+/// The request's route template, matched once per request: the request span and the
+/// metrics both name it, and matching walks the routes again each time.
+#[derive(Clone)]
+struct MatchedRoute(Option<std::rc::Rc<str>>);
+
+/// The route template the request matched (`/sessions/{session_id}/turns`), if any.
+pub(crate) fn route_of(req: &ServiceRequest) -> Option<std::rc::Rc<str>> {
+    if let Some(MatchedRoute(route)) = req.extensions().get::<MatchedRoute>() {
+        return route.clone();
+    }
+    let route: Option<std::rc::Rc<str>> = req.match_pattern().map(Into::into);
+    req.extensions_mut().insert(MatchedRoute(route.clone()));
+    route
+}
+
 /// A method as a label: the ones the API knows by name, any other as `other` (a client
 /// may send any token as a method).
 fn method_label(method: &Method) -> &'static str {
@@ -52,7 +67,7 @@ pub async fn observe(
         .app_data::<web::Data<AppState>>()
         .map(|state| state.metrics().clone());
     let method = method_label(req.method());
-    let route = req.match_pattern();
+    let route = route_of(&req);
     let route = route.as_deref().unwrap_or(UNMATCHED);
     // The request's database calls share one `database.timeout_ms`.
     let budget = req

@@ -6,7 +6,7 @@ use crate::agents::SessionConfigRequest;
 use crate::config::{HistoryType, OptionKind};
 use crate::engine::error::EngineError;
 use crate::engine::input::{PendingCall, pending_tool_calls};
-use crate::engine::request::{TurnRequest, scoped_key};
+use crate::engine::request::{Idempotency, scoped_key};
 use crate::engine::runner::Engine;
 use crate::engine::sessions::seal_option;
 use crate::model::{HistoryMessage, Session, SessionId, TenantId, Turn};
@@ -79,16 +79,16 @@ impl Engine {
         &self,
         tenant: &TenantId,
         session: &SessionId,
-        key: &str,
-        request: &TurnRequest,
+        idempotency: &Idempotency,
     ) -> Result<Option<Turn>, EngineError> {
         match self
             .store
-            .find_turn_by_idempotency_key(tenant, session, key)
+            .find_turn_by_idempotency_key(tenant, session, &idempotency.key)
             .await?
         {
             Some(turn)
-                if turn.request_hash.as_deref() == Some(self.request_hash(request).as_str()) =>
+                if turn.request_hash.as_deref()
+                    == Some(self.request_hash(idempotency).as_str()) =>
             {
                 Ok(Some(turn))
             }
@@ -100,8 +100,8 @@ impl Engine {
     /// What a turn stores to tell a retry from another request: the request's digest keyed
     /// with the secrets key, so the database holds no guessing oracle for what a request
     /// carried (secret options included).
-    pub(super) fn request_hash(&self, request: &TurnRequest) -> String {
-        self.fingerprint_hash(&request.fingerprint)
+    pub(super) fn request_hash(&self, idempotency: &Idempotency) -> String {
+        self.fingerprint_hash(&idempotency.fingerprint)
     }
 
     fn fingerprint_hash(&self, fingerprint: &str) -> String {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 
 use super::Schedules;
-use crate::engine::{EngineError, Follow, InputMessage, TurnRequest};
+use crate::engine::{EngineError, Follow, Idempotency, InputMessage, TurnRequest};
 use crate::model::{
     EventData, OccurrenceReason, Overlap, Schedule, SessionId, SessionPolicy, StreamMode, TurnId,
     TurnStatus, WebhookEvent,
@@ -207,8 +207,10 @@ impl Schedules {
                 content: schedule.input.clone(),
             }],
             stream: StreamMode::None,
-            idempotency_key: Some(format!("schedule:{}", open.id)),
-            fingerprint: open.id.to_string(),
+            idempotency: Some(Idempotency {
+                key: format!("schedule:{}", open.id),
+                fingerprint: open.id.to_string(),
+            }),
         };
         let started = self
             .engine

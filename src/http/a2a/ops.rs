@@ -18,7 +18,7 @@ use super::version::Version;
 use super::wire::{Shown, StreamEvent, Task};
 use crate::agents::{Agent, SessionConfigRequest};
 use crate::app::AppState;
-use crate::engine::{EngineError, InputMessage, SessionRef, TurnRequest, scoped_key};
+use crate::engine::{EngineError, Idempotency, InputMessage, SessionRef, TurnRequest, scoped_key};
 use crate::http::frame_id::FrameId;
 use crate::model::{Run, Session, StreamMode, TenantId};
 
@@ -254,8 +254,10 @@ impl Call {
             agent: SessionConfigRequest::default(),
             messages,
             stream: StreamMode::Delta,
-            idempotency_key: Some(scoped_key(KEY_SCOPE, &message.message_id)),
-            fingerprint: TurnRequest::fingerprint_of(&fingerprint),
+            idempotency: Some(Idempotency::of(
+                scoped_key(KEY_SCOPE, &message.message_id),
+                &fingerprint,
+            )),
         }
     }
 

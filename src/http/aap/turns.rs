@@ -12,7 +12,7 @@ use super::{PathSession, session_id};
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::Deltas;
-use crate::engine::{Follow, TurnRequest, turn_messages};
+use crate::engine::{Follow, Idempotency, TurnRequest, turn_messages};
 use crate::http::Query;
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
@@ -56,9 +56,7 @@ pub async fn post_turn(
 ) -> Result<HttpResponse, ApiError> {
     let session = session_id(&path)?;
     let body = body.into_inner();
-    let fingerprint = TurnRequest::fingerprint_of(&body);
-    let request: PostTurnRequest = parse_json(body)?;
-    let idempotency_key = match req.headers().get(IDEMPOTENCY_KEY) {
+    let idempotency = match req.headers().get(IDEMPOTENCY_KEY) {
         None => None,
         Some(value) => {
             let key = value
@@ -68,9 +66,11 @@ pub async fn post_turn(
                 .ok_or_else(|| {
                     ApiError::invalid(IDEMPOTENCY_KEY, "must be 1 to 255 visible ASCII characters")
                 })?;
-            Some(key.to_owned())
+            // A digest of the request as sent, for a retry with the key to compare.
+            Some(Idempotency::of(key.to_owned(), &body))
         }
     };
+    let request: PostTurnRequest = parse_json(body)?;
     let messages = request
         .messages
         .iter()
@@ -92,8 +92,7 @@ pub async fn post_turn(
         },
         messages,
         stream,
-        idempotency_key,
-        fingerprint,
+        idempotency,
     };
     let started = state
         .engine()

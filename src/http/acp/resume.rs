@@ -74,8 +74,7 @@ pub async fn resume_run(
                 agent: SessionConfigRequest::default(),
                 messages: Vec::new(),
                 stream: StreamMode::Delta,
-                idempotency_key: None,
-                fingerprint: TurnRequest::fingerprint_of(&Value::Object(request.clone())),
+                idempotency: None,
             },
         )
         .await

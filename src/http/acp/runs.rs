@@ -169,8 +169,7 @@ pub async fn create_run(
                 agent: SessionConfigRequest::default(),
                 messages: vec![InputMessage::User { content }],
                 stream: StreamMode::Delta,
-                idempotency_key: None,
-                fingerprint: TurnRequest::fingerprint_of(&Value::Object(request.clone())),
+                idempotency: None,
             },
         )
         .await

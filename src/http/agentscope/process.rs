@@ -16,7 +16,8 @@ use crate::config::HistoryType;
 use crate::engine::Deltas;
 use crate::engine::StoreError;
 use crate::engine::{
-    EngineError, Follow, SessionRef, TurnRequest, scoped_key, split_input, unscoped_key,
+    EngineError, Follow, Idempotency, SessionRef, TurnRequest, scoped_key, split_input,
+    unscoped_key,
 };
 use crate::http::TenantAuth;
 use crate::http::cursor::{ResumeFrom, Seq};
@@ -252,8 +253,9 @@ async fn start(
                 },
                 messages,
                 stream: StreamMode::Delta,
-                idempotency_key: request_id.as_ref().map(|id| scoped_key(SCOPE, id)),
-                fingerprint: TurnRequest::fingerprint_of(request),
+                idempotency: request_id
+                    .as_ref()
+                    .map(|id| Idempotency::of(scoped_key(SCOPE, id), request)),
             },
         )
         .await?;

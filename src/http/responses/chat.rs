@@ -6,7 +6,7 @@
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use futures_util::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::chat_parse::parse_chat;
 use super::chat_render::{ChatIdentity, ChatRenderer, Ending, completion_id, failure_frame};
@@ -70,8 +70,7 @@ pub async fn create_chat_completion(
                 },
                 messages: placed.messages,
                 stream: StreamMode::Delta,
-                idempotency_key: None,
-                fingerprint: TurnRequest::fingerprint_of(&Value::Object(object.clone())),
+                idempotency: None,
             },
         )
         .await

@@ -22,7 +22,10 @@ use super::render::Renderer;
 use super::stream;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
-use crate::engine::{Deltas, Follow, InputMessage, Page, TurnRequest, scoped_key, split_input};
+use crate::engine::{
+    Deltas, Follow, Idempotency, InputMessage, Page, TurnRequest, fingerprint_of, scoped_key,
+    split_input,
+};
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
 use crate::model::{HistoryMessage, Session, StreamMode, TenantId, Turn};
@@ -209,18 +212,21 @@ pub async fn create_response(
     let tenant = auth?.tenant_id;
     let object = parse_object(body)?;
     let key = idempotency_key(&http)?;
-    let fingerprint = TurnRequest::fingerprint_of(&Value::Object(object.clone()));
+    // A digest of the request, for a retry with the same key to compare.
+    let keyed = key.map(|key| (key, fingerprint_of(&Value::Object(object.clone()))));
     let request = parse_create(&object)?;
-    if let Some(key) = &key
+    if let Some((key, fingerprint)) = &keyed
         && let Some(turn) = state
             .engine()
-            .retried_turn(&tenant, KEY_SCOPE, key, &fingerprint)
+            .retried_turn(&tenant, KEY_SCOPE, key, fingerprint)
             .await?
     {
         return answer_retry(&state, &tenant, &turn, &request).await;
     }
-    let keyed = key.as_deref().map(|key| (key, fingerprint.as_str()));
-    let (session, messages, offset) = session_for(&state, &tenant, &request, keyed).await?;
+    let keyed_ref = keyed
+        .as_ref()
+        .map(|(key, fingerprint)| (key.as_str(), fingerprint.as_str()));
+    let (session, messages, offset) = session_for(&state, &tenant, &request, keyed_ref).await?;
     let started = state
         .engine()
         .start_turn(
@@ -234,8 +240,10 @@ pub async fn create_response(
                 },
                 messages,
                 stream: StreamMode::Delta,
-                idempotency_key: key.as_deref().map(|key| scoped_key(KEY_SCOPE, key)),
-                fingerprint,
+                idempotency: keyed.map(|(key, fingerprint)| Idempotency {
+                    key: scoped_key(KEY_SCOPE, &key),
+                    fingerprint,
+                }),
             },
         )
         .await
