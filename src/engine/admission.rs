@@ -312,14 +312,6 @@ impl Engine {
                     StoreError::Refused(Refusal::Tokens { used, .. }) => {
                         Err(self.quotas.tokens_refusal(tenant, used))
                     }
-                    // Two requests with one key at the same moment: whichever index refused the
-                    // second, it is a retry of the first, which is committed by now.
-                    StoreError::Conflict(_) if let Some(idempotency) = &request.idempotency => {
-                        match self.earlier_turn(tenant, session_id, idempotency).await? {
-                            Some(earlier) => Ok(StartedTurn::replay(earlier)),
-                            None => Err(EngineError::SessionBusy),
-                        }
-                    }
                     StoreError::RunNotAwaiting => {
                         let status = match &run_id {
                             Some(id) => self.store.get_run_status(tenant, id).await?,
@@ -327,7 +319,17 @@ impl Engine {
                         };
                         Err(EngineError::RunNotAwaiting(status))
                     }
-                    StoreError::Conflict(_) => Err(EngineError::SessionBusy),
+                    // Two requests with one key at the same moment: whichever index refused the
+                    // second, it is a retry of the first, which is committed by now.
+                    StoreError::Conflict(_) => match &request.idempotency {
+                        Some(idempotency) => {
+                            match self.earlier_turn(tenant, session_id, idempotency).await? {
+                                Some(earlier) => Ok(StartedTurn::replay(earlier)),
+                                None => Err(EngineError::SessionBusy),
+                            }
+                        }
+                        None => Err(EngineError::SessionBusy),
+                    },
                     StoreError::NotFound => Err(EngineError::NotFound("session")),
                     other => Err(other.into()),
                 };

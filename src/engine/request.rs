@@ -24,7 +24,7 @@ pub struct TurnRequest {
     pub agent: SessionConfigRequest,
     pub messages: Vec<InputMessage>,
     pub stream: StreamMode,
-    /// The client's retry key, if it sent one.
+    /// The retry key the turn is started with, if any.
     pub idempotency: Option<Idempotency>,
 }
 
@@ -33,7 +33,8 @@ pub struct TurnRequest {
 pub struct Idempotency {
     /// The key as stored: in its protocol's namespace (see [`scoped_key`]).
     pub key: String,
-    /// A digest of the request as sent.
+    /// What tells a retry from another request with the key: for most faces
+    /// [`fingerprint_of`] the request as sent.
     pub fingerprint: String,
 }
 

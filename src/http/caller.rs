@@ -67,13 +67,13 @@ pub(super) fn bearer_token(req: &HttpRequest) -> Result<String, ApiError> {
     }
 }
 
-/// Who the request's token speaks for, once verified: a middleware and the handler's
-/// extractor both ask, and the request pays for one verification.
-#[derive(Clone)]
+/// Who the request's token speaks for, once verified: the stream limit's middleware and the
+/// handler's extractor both ask, and the request pays for one verification.
 struct Authenticated(Principal);
 
 /// Verifies the request's bearer token and, for tenant tokens, that the tenant is active
-/// and the token not revoked. Asked again for the same request, gives the first answer.
+/// and the token not revoked. Asked again for the same request, gives the answer of its
+/// first success (a refusal is not kept: it is checked again).
 pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Principal, ApiError> {
     if let Some(Authenticated(principal)) = req.extensions().get::<Authenticated>() {
         return Ok(principal.clone());

@@ -5,6 +5,7 @@
 
 use std::fmt::Display;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -29,15 +30,15 @@ const UNMATCHED: &str = "unmatched";
 
 /// The request's route template, matched once per request: the request span and the
 /// metrics both name it, and matching walks the routes again each time.
-#[derive(Clone)]
-struct MatchedRoute(Option<std::rc::Rc<str>>);
+struct MatchedRoute(Option<Rc<str>>);
 
-/// The route template the request matched (`/sessions/{session_id}/turns`), if any.
-pub(crate) fn route_of(req: &ServiceRequest) -> Option<std::rc::Rc<str>> {
+/// The route template the request's path matches (`/sessions/{session_id}/turns`), if any:
+/// looked up in the route table by the first caller, before routing, then kept.
+pub(super) fn route_of(req: &ServiceRequest) -> Option<Rc<str>> {
     if let Some(MatchedRoute(route)) = req.extensions().get::<MatchedRoute>() {
         return route.clone();
     }
-    let route: Option<std::rc::Rc<str>> = req.match_pattern().map(Into::into);
+    let route: Option<Rc<str>> = req.match_pattern().map(Into::into);
     req.extensions_mut().insert(MatchedRoute(route.clone()));
     route
 }

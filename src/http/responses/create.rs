@@ -223,10 +223,15 @@ pub async fn create_response(
     {
         return answer_retry(&state, &tenant, &turn, &request).await;
     }
-    let keyed_ref = keyed
-        .as_ref()
-        .map(|(key, fingerprint)| (key.as_str(), fingerprint.as_str()));
-    let (session, messages, offset) = session_for(&state, &tenant, &request, keyed_ref).await?;
+    let (session, messages, offset) = session_for(
+        &state,
+        &tenant,
+        &request,
+        keyed
+            .as_ref()
+            .map(|(key, fingerprint)| (key.as_str(), fingerprint.as_str())),
+    )
+    .await?;
     let started = state
         .engine()
         .start_turn(
