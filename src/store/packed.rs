@@ -21,13 +21,12 @@
 //! of the last history message the same batch writes to the session, of the row's turn (an
 //! assistant message of one text), their entry leaves out its `delta`, and the row's first
 //! element, before the entries, is that message's history position: the reader takes the
-//! text from there. The
-//! writer does not know the position (the database gives a message the one after the
-//! session's last), so the row goes to the database without it and the statement that
-//! inserts it puts it in front: SQLite's one-statement writes (`reply_event`, migration
-//! V33) and PostgreSQL's one call per batch (`agentry_append`'s `event_refers`, migration
-//! V33). The paths that write a batch statement by statement (a run's turns, a stop with
-//! webhook messages to queue on SQLite) keep the text.
+//! text from there. The writer does not know the position (the database gives a message
+//! the one after the session's last), so the row goes to the database without it and the
+//! statement that inserts it puts it in front: SQLite's one-statement writes
+//! (`reply_event`, migration V33) and PostgreSQL's one call per batch (`agentry_append`'s
+//! `event_refers`, migration V33). The paths that write a batch statement by statement (a
+//! run's turns, a stop with webhook messages to queue on SQLite) keep the text.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
