@@ -60,9 +60,7 @@ pub use follow::Follow;
 pub use input::{InputMessage, PendingCall, split_input};
 pub use parts::file_url;
 pub use quotas::QuotaBook;
-pub use request::{
-    Idempotency, StartedTurn, TurnRequest, fingerprint_of, scoped_key, unscoped_key,
-};
+pub use request::{Idempotency, StartedTurn, TurnRequest, scoped_key, unscoped_key};
 pub use runner::Engine;
 pub use runs::CANCELLED_CALL;
 pub use schedules::{

@@ -49,7 +49,7 @@ impl Idempotency {
 }
 
 /// A digest of a request as sent, to tell a retry from a different request.
-pub fn fingerprint_of(body: &serde_json::Value) -> String {
+fn fingerprint_of(body: &serde_json::Value) -> String {
     crate::model::sha256_hex(body.to_string().as_bytes())
 }
 

@@ -23,8 +23,7 @@ use super::stream;
 use crate::agents::SessionConfigRequest;
 use crate::app::AppState;
 use crate::engine::{
-    Deltas, Follow, Idempotency, InputMessage, Page, TurnRequest, fingerprint_of, scoped_key,
-    split_input,
+    Deltas, Follow, Idempotency, InputMessage, Page, TurnRequest, scoped_key, split_input,
 };
 use crate::http::TenantAuth;
 use crate::http::error::ApiError;
@@ -212,13 +211,13 @@ pub async fn create_response(
     let tenant = auth?.tenant_id;
     let object = parse_object(body)?;
     let key = idempotency_key(&http)?;
-    // A digest of the request, for a retry with the same key to compare.
-    let keyed = key.map(|key| (key, fingerprint_of(&Value::Object(object.clone()))));
+    // The key as the client sent it; stored in the face's namespace below.
+    let keyed = key.map(|key| Idempotency::of(key, &Value::Object(object.clone())));
     let request = parse_create(&object)?;
-    if let Some((key, fingerprint)) = &keyed
+    if let Some(keyed) = &keyed
         && let Some(turn) = state
             .engine()
-            .retried_turn(&tenant, KEY_SCOPE, key, fingerprint)
+            .retried_turn(&tenant, KEY_SCOPE, &keyed.key, &keyed.fingerprint)
             .await?
     {
         return answer_retry(&state, &tenant, &turn, &request).await;
@@ -229,7 +228,7 @@ pub async fn create_response(
         &request,
         keyed
             .as_ref()
-            .map(|(key, fingerprint)| (key.as_str(), fingerprint.as_str())),
+            .map(|keyed| (keyed.key.as_str(), keyed.fingerprint.as_str())),
     )
     .await?;
     let started = state
@@ -245,9 +244,9 @@ pub async fn create_response(
                 },
                 messages,
                 stream: StreamMode::Delta,
-                idempotency: keyed.map(|(key, fingerprint)| Idempotency {
-                    key: scoped_key(KEY_SCOPE, &key),
-                    fingerprint,
+                idempotency: keyed.map(|keyed| Idempotency {
+                    key: scoped_key(KEY_SCOPE, &keyed.key),
+                    ..keyed
                 }),
             },
         )
