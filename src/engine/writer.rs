@@ -540,7 +540,8 @@ impl WriterTask {
             assigned.insert(append.session, next + one.published.len() as i64);
             prepared.push(one);
         }
-        let mut groups: Vec<AppendGroup> = prepared.iter().map(|p| p.group.clone()).collect();
+        let (mut groups, published): (Vec<AppendGroup>, Vec<Vec<Arc<Event>>>) =
+            prepared.into_iter().map(|p| (p.group, p.published)).unzip();
         super::transitions::decide(&mut groups);
         let started = Instant::now();
         // The batch's statements are logged (at debug) in a span naming its turns.
@@ -552,7 +553,7 @@ impl WriterTask {
             .await;
         let took = started.elapsed();
         if appended.is_ok() {
-            let events = prepared.iter().map(|p| p.published.len()).sum();
+            let events = published.iter().map(Vec::len).sum();
             self.metrics.writer_committed(events, took);
         }
         match appended {
@@ -576,7 +577,7 @@ impl WriterTask {
                 }
             }
         }
-        Ok((prepared.into_iter().map(|p| p.published).collect(), took))
+        Ok((published, took))
     }
 
     /// The events of an append with their seqs, and what of them is stored: deltas wait in

@@ -1,7 +1,7 @@
 //! `POST /sessions/{id}/turns` and the turn routes agentry adds: list, read, follow, cancel.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::IntoParams;
@@ -113,13 +113,9 @@ async fn wait_for_result(
         Item = Result<std::sync::Arc<crate::model::Event>, crate::engine::StoreError>,
     >,
 ) -> Result<HttpResponse, ApiError> {
-    let events: Vec<_> = events.collect().await;
-    let mut data = Vec::with_capacity(events.len());
-    for event in events {
-        data.push(event?.data.clone());
-    }
-    let (stop_reason, error) = data
-        .iter()
+    let events: Vec<std::sync::Arc<crate::model::Event>> = events.try_collect().await?;
+    let data = || events.iter().map(|event| &event.data);
+    let (stop_reason, error) = data()
         .rev()
         .find_map(|e| match e {
             EventData::TurnStop {
@@ -135,7 +131,7 @@ async fn wait_for_result(
         .insert_header((TURN_ID_HEADER, turn.to_string()))
         .json(PostTurnResponse {
             stop_reason,
-            messages: turn_messages(&data),
+            messages: turn_messages(data()),
             error,
         }))
 }
