@@ -31,7 +31,8 @@ pub struct TurnRequest {
 /// A retry key, and what tells a retry sent with it from another request.
 #[derive(Debug, Clone)]
 pub struct Idempotency {
-    /// The key as stored: in its protocol's namespace (see [`scoped_key`]).
+    /// The key: stored with a turn in its protocol's namespace (see [`scoped_key`]); the
+    /// lookups that take a scope take it as the client sent it.
     pub key: String,
     /// What tells a retry from another request with the key: for most faces
     /// [`fingerprint_of`] the request as sent.

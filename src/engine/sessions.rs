@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use super::request::Idempotency;
 use super::{Engine, EngineError};
 use crate::agents::SessionConfigRequest;
 use crate::crypto::SecretBox;
@@ -248,9 +249,9 @@ impl Engine {
         Ok(session)
     }
 
-    /// A new session for a request its client may retry with an idempotency `key` (in
-    /// `scope`), as [`Engine::create_session_on_version`]. Its id is derived from the
-    /// tenant, scope, key and the request's `fingerprint`, so a retry sent while the first
+    /// A new session for a request its client may retry with an idempotency key (`keyed`,
+    /// in `scope`), as [`Engine::create_session_on_version`]. Its id is derived from the
+    /// tenant, scope, key and the request's fingerprint, so a retry sent while the first
     /// request is still being answered finds the first's session (and, there, its turn)
     /// instead of making another: the session of that id when it exists. Another request
     /// with the key gets a session of its own.
@@ -263,9 +264,9 @@ impl Engine {
         config: SessionConfigRequest,
         seed: Vec<HistoryMessage>,
         scope: &str,
-        key: &str,
-        fingerprint: &str,
+        keyed: &Idempotency,
     ) -> Result<Session, EngineError> {
+        let Idempotency { key, fingerprint } = keyed;
         let digest = self.secrets.mac_hex(
             "keyed-session",
             format!("{tenant}\0{scope}\0{key}\0{fingerprint}").as_bytes(),

@@ -29,20 +29,20 @@ impl Engine {
             .await?)
     }
 
-    /// The tenant's turn a client started with `key` in `scope` (in any session), if this
-    /// request (its `fingerprint`) is the one that started it; `IdempotencyMismatch` when
-    /// another request used the key. For faces whose retry may not name the session.
+    /// The tenant's turn a client started with `keyed`'s key in `scope` (in any session),
+    /// if this request (its fingerprint) is the one that started it; `IdempotencyMismatch`
+    /// when another request used the key. For faces whose retry may not name the session.
     pub async fn retried_turn(
         &self,
         tenant: &TenantId,
         scope: &str,
-        key: &str,
-        fingerprint: &str,
+        keyed: &Idempotency,
     ) -> Result<Option<Turn>, EngineError> {
-        let Some(turn) = self.find_turn_by_key(tenant, scope, key).await? else {
+        let Some(turn) = self.find_turn_by_key(tenant, scope, &keyed.key).await? else {
             return Ok(None);
         };
-        if turn.request_hash.as_deref() == Some(self.fingerprint_hash(fingerprint).as_str()) {
+        if turn.request_hash.as_deref() == Some(self.fingerprint_hash(&keyed.fingerprint).as_str())
+        {
             Ok(Some(turn))
         } else {
             Err(EngineError::IdempotencyMismatch)

@@ -43,13 +43,13 @@ pub fn model_not_found(model: &str, hint: &str) -> OpenAiError {
 
 /// The session the response continues (or a new one), the turn's new messages and how
 /// many input messages came before them (seeding a new session). A new session for a
-/// request with an idempotency key (`keyed`: the key and the request's fingerprint) is the
-/// one a retry of it finds.
+/// request with an idempotency key (`keyed`, the key as the client sent it) is the one a
+/// retry of it finds.
 async fn session_for(
     state: &AppState,
     tenant: &TenantId,
     request: &CreateRequest,
-    keyed: Option<(&str, &str)>,
+    keyed: Option<&Idempotency>,
 ) -> Result<(Session, Vec<InputMessage>, usize), OpenAiError> {
     let engine = state.engine();
     let agent = engine
@@ -92,7 +92,7 @@ async fn session_for(
             ..SessionConfigRequest::default()
         };
         let session = match keyed {
-            Some((key, fingerprint)) => {
+            Some(keyed) => {
                 engine
                     .create_keyed_session(
                         tenant,
@@ -101,8 +101,7 @@ async fn session_for(
                         config,
                         history,
                         KEY_SCOPE,
-                        key,
-                        fingerprint,
+                        keyed,
                     )
                     .await
             }
@@ -217,20 +216,13 @@ pub async fn create_response(
     if let Some(keyed) = &keyed
         && let Some(turn) = state
             .engine()
-            .retried_turn(&tenant, KEY_SCOPE, &keyed.key, &keyed.fingerprint)
+            .retried_turn(&tenant, KEY_SCOPE, keyed)
             .await?
     {
         return answer_retry(&state, &tenant, &turn, &request).await;
     }
-    let (session, messages, offset) = session_for(
-        &state,
-        &tenant,
-        &request,
-        keyed
-            .as_ref()
-            .map(|keyed| (keyed.key.as_str(), keyed.fingerprint.as_str())),
-    )
-    .await?;
+    let (session, messages, offset) =
+        session_for(&state, &tenant, &request, keyed.as_ref()).await?;
     let started = state
         .engine()
         .start_turn(
