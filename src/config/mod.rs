@@ -421,6 +421,12 @@ impl Settings {
                 "must be between 64 and 1048576",
             ));
         }
+        if !(64..=1_048_576).contains(&self.database.sqlite_writer_cache_kib) {
+            return Err(ConfigError::new(
+                "database.sqlite_writer_cache_kib",
+                "must be between 64 and 1048576",
+            ));
+        }
         if self.database.sqlite_checkpoint_delay_ms > 60_000 {
             return Err(ConfigError::new(
                 "database.sqlite_checkpoint_delay_ms",

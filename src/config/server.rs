@@ -99,8 +99,11 @@ pub struct DatabaseSettings {
     /// How long one database call may take (waiting for a connection included) before it
     /// fails and its request is answered 503 `database_unavailable`.
     pub timeout_ms: u64,
-    /// SQLite's page cache per connection, in KiB (the writer and each reader have one).
+    /// SQLite's page cache of each reader connection, in KiB.
     pub sqlite_cache_kib: u32,
+    /// SQLite's page cache of the writer connection, in KiB: the pages every commit
+    /// changes (the end of each active session's history and events) kept in memory.
+    pub sqlite_writer_cache_kib: u32,
     /// How long after a write SQLite's log is copied back into the database file by a
     /// connection of its own, in milliseconds; 0: by the writer, as SQLite does by itself.
     pub sqlite_checkpoint_delay_ms: u64,

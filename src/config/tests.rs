@@ -37,6 +37,8 @@ fn invalid_values_name_their_key() {
     assert_eq!(err.key, "server.cors_allowed_origins[0]");
     let err = Settings::from_toml("[database]\nsqlite_readers = 0").unwrap_err();
     assert_eq!(err.key, "database.sqlite_readers");
+    let err = Settings::from_toml("[database]\nsqlite_writer_cache_kib = 16").unwrap_err();
+    assert_eq!(err.key, "database.sqlite_writer_cache_kib");
 }
 
 #[test]

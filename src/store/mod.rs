@@ -366,7 +366,10 @@ impl Store {
             let space_probe = (!is_memory(file)).then(|| beside(file, "-space-probe"));
             let checkpointer = (settings.sqlite_checkpoint_delay_ms > 0)
                 .then(std::sync::Arc::<checkpoint::Checkpointer>::default);
-            let mut write_options = options.clone();
+            let mut write_options = options.clone().pragma(
+                "cache_size",
+                format!("-{}", settings.sqlite_writer_cache_kib),
+            );
             if checkpointer.is_some() {
                 write_options = write_options
                     .pragma("wal_autocheckpoint", checkpoint::WRITER_PAGES.to_string());
@@ -644,6 +647,35 @@ mod tests {
             "a fourth reader was opened past sqlite_readers = 3"
         );
         drop(held);
+        store.close().await;
+    }
+
+    /// The writer's page cache is `database.sqlite_writer_cache_kib`, each reader's
+    /// `database.sqlite_cache_kib`.
+    #[tokio::test]
+    async fn the_writer_has_a_page_cache_of_its_own_size() {
+        let (store, _dir) = sqlite_store_with(&[
+            "[database]\nsqlite_cache_kib = 1024\nsqlite_writer_cache_kib = 12288\n",
+        ])
+        .await;
+        let Db::Sqlite(pools) = &store.db else {
+            unreachable!("a SQLite store")
+        };
+        let cache = |pool: &SqlitePool| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("PRAGMA cache_size")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(
+            cache(&pools.write).await,
+            -12288,
+            "the writer's cache in KiB"
+        );
+        assert_eq!(cache(&pools.read).await, -1024, "a reader's cache in KiB");
         store.close().await;
     }
 }

@@ -223,7 +223,7 @@ async fn answer(
             let frames: Frames = frames
                 .map(move |(frame, event)| (frame, rpc_result(&id, event)))
                 .boxed_local();
-            sse::response(&state, frames)
+            sse::response(&state, frames).await
         }
         Err(error) => rpc_error(&id, error, version),
     }

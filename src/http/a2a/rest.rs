@@ -139,7 +139,7 @@ async fn execute_op(
         }
     };
     Ok(match reply {
-        Reply::Stream(frames) => sse::response(&state, frames),
+        Reply::Stream(frames) => sse::response(&state, frames).await,
         Reply::Json(value) => {
             // A deleted config answers `{}`.
             let value = if value.is_null() {

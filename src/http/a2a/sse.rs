@@ -10,12 +10,12 @@ use crate::app::AppState;
 use crate::http::frame_id::FrameId;
 use crate::http::sse::{self, IdFrame};
 
-pub fn response(state: &AppState, frames: Frames) -> HttpResponse {
+pub async fn response(state: &AppState, frames: Frames) -> HttpResponse {
     let frames = frames.map(|(id, event)| IdFrame {
         id,
         data: event.to_string(),
     });
-    sse::response(state, frames, None)
+    sse::response(state, frames, None).await
 }
 
 /// The frame a client resumes after (`Last-Event-ID`), if it sent one.

@@ -36,7 +36,7 @@ pub async fn session_events(
         after,
         deltas: Deltas::Merged,
     });
-    Ok(render_stream(&state, events, query.mode(), None))
+    Ok(render_stream(&state, events, query.mode(), None).await)
 }
 
 impl EventsQuery {

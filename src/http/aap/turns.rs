@@ -103,7 +103,7 @@ pub async fn post_turn(
     if stream == StreamMode::None {
         return wait_for_result(turn, events).await;
     }
-    Ok(render_stream(&state, events, stream, Some(&turn)))
+    Ok(render_stream(&state, events, stream, Some(&turn)).await)
 }
 
 /// `stream: "none"`: waits for the turn to end and answers with what it produced.
@@ -137,7 +137,7 @@ async fn wait_for_result(
 }
 
 /// The events as AAP SSE in `mode`.
-pub(super) fn render_stream(
+pub(super) async fn render_stream(
     state: &AppState,
     events: impl futures_util::Stream<
         Item = Result<std::sync::Arc<crate::model::Event>, crate::engine::StoreError>,
@@ -148,7 +148,7 @@ pub(super) fn render_stream(
     let mut renderer = AapRenderer::new(mode);
     let frames = sse::until_failure(events, "turn")
         .flat_map(move |event| futures_util::stream::iter(renderer.render(&event)));
-    sse::response(state, frames, turn.copied())
+    sse::response(state, frames, turn.copied()).await
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -202,12 +202,7 @@ pub async fn turn_events(
         after,
         deltas: Deltas::Merged,
     });
-    Ok(render_stream(
-        &state,
-        events,
-        query.mode(),
-        Some(&record.id),
-    ))
+    Ok(render_stream(&state, events, query.mode(), Some(&record.id)).await)
 }
 
 /// The session's turns, newest first, a page at a time.

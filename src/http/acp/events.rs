@@ -47,7 +47,7 @@ pub async fn run_events(
     if wants_stream {
         let identity = identity(&state, &run).await?;
         let frames = stream(&state, &run, identity, None, Cursor::After(after));
-        return Ok(sse_response(&state, frames));
+        return Ok(sse_response(&state, frames).await);
     }
     let (_, events) = replay(&state, &run).await?;
     let events: Vec<_> = events

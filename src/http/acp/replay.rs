@@ -138,11 +138,11 @@ fn frame(id: FrameId, event: &EventObject) -> AcpFrame {
 }
 
 /// An SSE response of `frames`, as the reference sends it.
-pub fn sse_response(
+pub async fn sse_response(
     state: &AppState,
     frames: impl Stream<Item = AcpFrame> + 'static,
 ) -> actix_web::HttpResponse {
-    sse::response_as(state, sse::UTF8_EVENT_STREAM, frames, None)
+    sse::response_as(state, sse::UTF8_EVENT_STREAM, frames, None).await
 }
 
 /// Names the run in the `Run-ID` header.

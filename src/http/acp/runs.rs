@@ -192,7 +192,7 @@ pub(super) async fn respond(
         Mode::Stream => {
             let identity = identity(state, run).await?;
             let frames = stream(state, run, identity, Some(started), cursor);
-            Ok(sse_response(state, frames))
+            Ok(sse_response(state, frames).await)
         }
         // A new run is `created` as the reference answers, whether or not it started.
         Mode::Async if run.turns.len() == 1 => {

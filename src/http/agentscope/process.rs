@@ -406,7 +406,7 @@ async fn respond(
                     .collect();
                 futures_util::stream::iter(frames)
             });
-            sse::response_as(state, sse::UTF8_EVENT_STREAM, frames, Some(turn.id))
+            sse::response_as(state, sse::UTF8_EVENT_STREAM, frames, Some(turn.id)).await
         }
     }
 }

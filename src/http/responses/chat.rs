@@ -98,7 +98,7 @@ pub async fn create_chat_completion(
     );
     let events = state.engine().follow_started(started);
     if request.stream {
-        let mut response = sse::response(&state, frames(identity, events), Some(turn.id));
+        let mut response = sse::response(&state, frames(identity, events), Some(turn.id)).await;
         response
             .headers_mut()
             .insert(session_header.0, session_header.1);

@@ -283,7 +283,7 @@ pub async fn create_response(
     let identity = identity(&turn, &session, labels.clone(), request.tools.as_deref());
     if request.stream {
         let frames = stream::frames(&state, tenant, session.id, identity, None);
-        return Ok(stream::response(&state, frames));
+        return Ok(stream::response(&state, frames).await);
     }
     if request.background {
         let queued = Renderer::new(identity).snapshot();
@@ -334,7 +334,7 @@ async fn answer_retry(
     let loaded = load(state, tenant, &response_id(&turn.id)).await?;
     if request.stream {
         let frames = stream::frames(state, *tenant, loaded.session.id, loaded.identity, None);
-        return Ok(stream::response(state, frames));
+        return Ok(stream::response(state, frames).await);
     }
     if !request.background {
         state

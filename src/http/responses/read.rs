@@ -77,7 +77,7 @@ pub async fn get_response(
             loaded.identity,
             query.starting_after,
         );
-        return Ok(stream::response(&state, frames));
+        return Ok(stream::response(&state, frames).await);
     }
     Ok(HttpResponse::Ok().json(snapshot(&state, &loaded).await?))
 }

@@ -72,9 +72,9 @@ fn frame(rendered: super::render::Rendered) -> OutFrame {
     }
 }
 
-pub fn response(
+pub async fn response(
     state: &AppState,
     frames: impl Stream<Item = OutFrame> + 'static,
 ) -> actix_web::HttpResponse {
-    sse::response(state, frames, None)
+    sse::response(state, frames, None).await
 }
