@@ -210,9 +210,10 @@ mod tests {
     #[tokio::test]
     async fn the_head_waits_for_frames_only_so_long() {
         use futures_util::FutureExt;
-        let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+        let (send, mut receive) = tokio::sync::mpsc::unbounded_channel();
+        let frames = futures_util::stream::poll_fn(move |cx| receive.poll_recv(cx));
         let started = std::time::Instant::now();
-        let body = body(tokio_stream_of(receive), Duration::from_secs(15)).await;
+        let body = body(frames, Duration::from_secs(15)).await;
         let waited = started.elapsed();
         assert!(waited >= FIRST_FRAMES_WAIT, "waited {waited:?}");
         assert!(waited < Duration::from_secs(5), "waited {waited:?}");
@@ -234,12 +235,6 @@ mod tests {
         let frames = futures_util::stream::empty::<Frame>();
         let mut body = std::pin::pin!(body(frames, Duration::from_secs(15)).await);
         assert!(body.next().await.is_none());
-    }
-
-    fn tokio_stream_of(
-        mut receive: tokio::sync::mpsc::UnboundedReceiver<Frame>,
-    ) -> impl Stream<Item = Frame> {
-        futures_util::stream::poll_fn(move |cx| receive.poll_recv(cx))
     }
 
     #[test]

@@ -182,16 +182,9 @@ mod tests {
 
     use super::*;
     use crate::engine::testing::sqlite_store_with;
-    use crate::store::{Db, SqlitePools, Store};
+    use crate::store::Store;
 
     const MIB: u64 = 1 << 20;
-
-    fn pools(store: &Store) -> &SqlitePools {
-        match &store.db {
-            Db::Sqlite(pools) => pools,
-            Db::Postgres(_) => unreachable!("a SQLite store"),
-        }
-    }
 
     fn size(file: &Path) -> u64 {
         std::fs::metadata(file).map_or(0, |m| m.len())
@@ -199,7 +192,7 @@ mod tests {
 
     /// Commits `count` writes of 1 MiB each through the writer.
     async fn write_mib(store: &Store, count: usize) {
-        let write = &pools(store).write;
+        let write = &store.sqlite_pools().write;
         sqlx::query("CREATE TABLE IF NOT EXISTS filler (b BLOB NOT NULL)")
             .execute(write)
             .await
@@ -230,7 +223,7 @@ mod tests {
             size(&db) - before
         );
         let limit: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")
-            .fetch_one(&pools(&store).write)
+            .fetch_one(&store.sqlite_pools().write)
             .await
             .unwrap();
         assert_eq!(limit, i64::from(WRITER_PAGES));
@@ -244,7 +237,8 @@ mod tests {
             sqlite_store_with(&["[database]\nsqlite_checkpoint_delay_ms = 10\n"]).await;
         let db = dir.path().join("agentry.db");
         let before = size(&db);
-        let mut done = pools(&store)
+        let mut done = store
+            .sqlite_pools()
             .checkpointer
             .as_ref()
             .expect("a checkpointer")
@@ -265,7 +259,7 @@ mod tests {
 
         // All of it copied, the next write starts the log over.
         write_mib(&store, 1).await;
-        let (log, _) = checkpoint(&pools(&store).write).await.unwrap();
+        let (log, _) = checkpoint(&store.sqlite_pools().write).await.unwrap();
         assert!(log < 512, "the log holds {log} pages after 1 MiB");
         store.close().await;
     }
@@ -275,7 +269,7 @@ mod tests {
     async fn a_delay_of_zero_leaves_checkpoints_to_the_writer() {
         let (store, dir) =
             sqlite_store_with(&["[database]\nsqlite_checkpoint_delay_ms = 0\n"]).await;
-        assert!(pools(&store).checkpointer.is_none());
+        assert!(store.sqlite_pools().checkpointer.is_none());
         let db = dir.path().join("agentry.db");
         let before = size(&db);
         write_mib(&store, 5).await;

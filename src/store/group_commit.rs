@@ -248,19 +248,12 @@ mod tests {
     use crate::model::{ProcessId, Turn};
     use crate::store::writes::Refused;
     use crate::store::writes::tests::turn_starts as events;
-    use crate::store::{Conflict, Db, SqlitePools, Store};
-
-    fn pools(store: &Store) -> &SqlitePools {
-        match &store.db {
-            Db::Sqlite(pools) => pools,
-            Db::Postgres(_) => unreachable!("a SQLite store"),
-        }
-    }
+    use crate::store::{Conflict, SqlitePools, Store};
 
     async fn stored_events(store: &Store, turn: &Turn) -> i64 {
         sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE session_id = $1")
             .bind(turn.session_id)
-            .fetch_one(&pools(store).read)
+            .fetch_one(&store.sqlite_pools().read)
             .await
             .unwrap()
     }
@@ -296,7 +289,7 @@ mod tests {
     async fn writes_queued_together_share_a_statement_and_keep_their_own_outcomes() {
         let (store, _dir) = sqlite_store().await;
         let turns = three_turns(&store).await;
-        let pools = pools(&store);
+        let pools = store.sqlite_pools();
 
         let sent = |(writes, statements): (u64, u64)| {
             let (now_writes, now_statements) = pools.group.committed();
@@ -349,7 +342,7 @@ mod tests {
     async fn a_statement_the_database_fails_fails_exactly_the_writes_in_it() {
         let (store, _dir) = sqlite_store().await;
         let turns = three_turns(&store).await;
-        let pools = pools(&store);
+        let pools = store.sqlite_pools();
 
         let (writes, statements) = pools.group.committed();
         let held = query_only(pools, true).await;
@@ -384,7 +377,7 @@ mod tests {
     async fn the_writes_of_a_caller_that_gave_up_are_dropped() {
         let (store, _dir) = sqlite_store().await;
         let turns = three_turns(&store).await;
-        let pools = pools(&store);
+        let pools = store.sqlite_pools();
 
         let held = pools.write.acquire().await.unwrap();
         let given_up = pools.group.submit(events(&turns[0], 1, 2));
@@ -402,7 +395,7 @@ mod tests {
     async fn closing_fails_the_writes_still_queued() {
         let (store, _dir) = sqlite_store().await;
         let turns = three_turns(&store).await;
-        let pools = pools(&store).clone();
+        let pools = store.sqlite_pools().clone();
 
         let held = pools.write.acquire().await.unwrap();
         let queued = pools.group.submit(events(&turns[0], 1, 2));

@@ -347,6 +347,15 @@ pub enum Backend {
 }
 
 impl Store {
+    /// The pools of a store a unit test opened on SQLite.
+    #[cfg(test)]
+    pub(crate) fn sqlite_pools(&self) -> &SqlitePools {
+        match &self.db {
+            Db::Sqlite(pools) => pools,
+            Db::Postgres(_) => unreachable!("a SQLite store"),
+        }
+    }
+
     /// Opens the database named by `settings.url`, creating a SQLite file (and its
     /// directory) if missing. Does not migrate.
     pub async fn connect(settings: &DatabaseSettings) -> Result<Store, StoreError> {
@@ -629,9 +638,7 @@ mod tests {
             "[database]\nmax_connections = 1\nsqlite_readers = 3\ntimeout_ms = 200\n",
         ])
         .await;
-        let Db::Sqlite(pools) = &store.db else {
-            unreachable!("a SQLite store")
-        };
+        let pools = store.sqlite_pools();
         let mut held = Vec::new();
         for _ in 0..3 {
             held.push(
@@ -658,24 +665,25 @@ mod tests {
             "[database]\nsqlite_cache_kib = 1024\nsqlite_writer_cache_kib = 12288\n",
         ])
         .await;
-        let Db::Sqlite(pools) = &store.db else {
-            unreachable!("a SQLite store")
-        };
-        let cache = |pool: &SqlitePool| {
-            let pool = pool.clone();
-            async move {
-                sqlx::query_scalar::<_, i64>("PRAGMA cache_size")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            }
-        };
+        let pools = store.sqlite_pools();
         assert_eq!(
-            cache(&pools.write).await,
+            cache_size(&pools.write).await,
             -12288,
             "the writer's cache in KiB"
         );
-        assert_eq!(cache(&pools.read).await, -1024, "a reader's cache in KiB");
+        assert_eq!(
+            cache_size(&pools.read).await,
+            -1024,
+            "a reader's cache in KiB"
+        );
         store.close().await;
+    }
+
+    /// A connection's `PRAGMA cache_size` (negative: in KiB).
+    async fn cache_size(pool: &SqlitePool) -> i64 {
+        sqlx::query_scalar("PRAGMA cache_size")
+            .fetch_one(pool)
+            .await
+            .unwrap()
     }
 }

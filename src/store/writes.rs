@@ -346,14 +346,11 @@ pub(super) mod tests {
     use super::*;
     use crate::engine::testing::{running_turn, sqlite_store, tenant};
     use crate::model::{ProcessId, SessionId, Turn};
-    use crate::store::{Db, Stamp, Store};
+    use crate::store::{Stamp, Store};
     use sqlx::SqlitePool;
 
     fn pool(store: &Store) -> &SqlitePool {
-        match &store.db {
-            Db::Sqlite(pools) => &pools.write,
-            Db::Postgres(_) => unreachable!("a SQLite store"),
-        }
+        &store.sqlite_pools().write
     }
 
     async fn execute(writes: Writes, store: &Store) -> Result<(), sqlx::Error> {
