@@ -245,7 +245,7 @@ async fn commit(mut conn: PoolConnection<sqlx::Sqlite>, mut batch: Vec<Job>, cou
 mod tests {
     use super::*;
     use crate::engine::testing::{running_turn, sqlite_store, tenant};
-    use crate::model::{ProcessId, Turn};
+    use crate::model::{ProcessId, SessionId, Turn};
     use crate::store::writes::Refused;
     use crate::store::writes::tests::turn_starts as events;
     use crate::store::{Conflict, SqlitePools, Store};
@@ -413,5 +413,43 @@ mod tests {
             refused.unwrap_err().error,
             StoreError::Unavailable(_)
         ));
+    }
+
+    /// Events are stored in the order they were committed, whatever their sessions: a
+    /// commit's rows go on the end of the table together (V34), and reads by session and
+    /// seq find them through the index.
+    #[tokio::test]
+    async fn events_of_several_sessions_are_stored_in_the_order_they_were_committed() {
+        let (store, _dir) = sqlite_store().await;
+        let turns = three_turns(&store).await;
+        let pools = store.sqlite_pools();
+        for (turn, first) in [(0, 1), (1, 1), (0, 3), (2, 1), (1, 3)] {
+            pools
+                .group
+                .commit(events(&turns[turn], first, 2))
+                .await
+                .unwrap();
+        }
+        let stored: Vec<(SessionId, i64)> =
+            sqlx::query_as("SELECT session_id, seq FROM events ORDER BY rowid")
+                .fetch_all(&pools.read)
+                .await
+                .unwrap();
+        let committed: Vec<(SessionId, i64)> = [(0, 1), (0, 2), (1, 1), (1, 2), (0, 3)]
+            .into_iter()
+            .chain([(0, 4), (2, 1), (2, 2), (1, 3), (1, 4)])
+            .map(|(turn, seq)| (turns[turn].session_id, seq))
+            .collect();
+        assert_eq!(stored, committed);
+        let index: String =
+            sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE name = 'events_session_seq'")
+                .fetch_one(&pools.read)
+                .await
+                .unwrap();
+        assert_eq!(
+            index,
+            "CREATE UNIQUE INDEX events_session_seq ON events (session_id, seq)"
+        );
+        store.close().await;
     }
 }

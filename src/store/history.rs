@@ -12,21 +12,46 @@ use super::{Backend, Store, StoreError, with_db};
 use crate::model::HistoryType;
 use crate::model::{HistoryMessage, SessionId, TenantId, TurnId};
 
+/// A history message's stored bytes, as each backend sums them over a session: on SQLite
+/// the expression its index by session holds (V34), so that the sum reads the index
+/// alone (SQLite reads the generated `bytes` column from the table even where an index
+/// holds it); on PostgreSQL the `bytes` column.
+macro_rules! stored_bytes {
+    (Sqlite, $alias:literal) => {
+        concat!("length(CAST(", $alias, ".message AS BLOB))")
+    };
+    (Postgres, $alias:literal) => {
+        concat!($alias, ".bytes")
+    };
+}
+
 /// The number of messages of a session's full history and their stored bytes.
-pub(super) const HISTORY_SIZE: &str = "SELECT COUNT(*), CAST(COALESCE(SUM(h.bytes), 0) AS BIGINT) \
-     FROM history h JOIN sessions s ON s.id = h.session_id \
-     WHERE s.tenant_id = $1 AND h.session_id = $2";
+macro_rules! history_size {
+    ($backend:ident) => {
+        concat!(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(",
+            stored_bytes!($backend, "h"),
+            "), 0) AS BIGINT) \
+             FROM history h JOIN sessions s ON s.id = h.session_id \
+             WHERE s.tenant_id = $1 AND h.session_id = $2"
+        )
+    };
+}
+const HISTORY_SIZE_SQLITE: &str = history_size!(Sqlite);
+const HISTORY_SIZE_PG: &str = history_size!(Postgres);
 
 /// [`Store::list_history_tail`] with the backend's reading of a message's role: the last
 /// user message is found from the end, so only the end's messages are read.
 macro_rules! history_tail {
-    ($role:literal) => {
+    ($backend:ident, $role:literal) => {
         concat!(
             "WITH t AS (SELECT CAST(COALESCE((SELECT u.position FROM history u \
              WHERE u.session_id = $2 AND ",
             $role,
             " = 'user' ORDER BY u.position DESC LIMIT 1), 0) AS BIGINT) AS start), \
-             z AS (SELECT CAST(COALESCE(SUM(c.bytes), 0) AS BIGINT) AS b FROM history c \
+             z AS (SELECT CAST(COALESCE(SUM(",
+            stored_bytes!($backend, "c"),
+            "), 0) AS BIGINT) AS b FROM history c \
              WHERE c.session_id = $2 AND c.position < (SELECT start FROM t)) \
              SELECT s.compacted_through, t.start, z.b, h.message \
              FROM sessions s CROSS JOIN t CROSS JOIN z \
@@ -35,8 +60,8 @@ macro_rules! history_tail {
         )
     };
 }
-const HISTORY_TAIL_SQLITE: &str = history_tail!("json_extract(u.message, '$.role')");
-const HISTORY_TAIL_PG: &str = history_tail!("u.message->>'role'");
+const HISTORY_TAIL_SQLITE: &str = history_tail!(Sqlite, "json_extract(u.message, '$.role')");
+const HISTORY_TAIL_PG: &str = history_tail!(Postgres, "u.message->>'role'");
 
 /// The end of a session's full history (see [`Store::list_history_tail`]).
 #[derive(Debug)]
@@ -360,8 +385,12 @@ impl Store {
         tenant: &TenantId,
         session: &SessionId,
     ) -> Result<(u64, u64), StoreError> {
+        let sql = match self.backend() {
+            Backend::Sqlite => HISTORY_SIZE_SQLITE,
+            Backend::Postgres => HISTORY_SIZE_PG,
+        };
         let (count, bytes): (i64, i64) = with_db!(self, |pool| {
-            sqlx::query_as(HISTORY_SIZE)
+            sqlx::query_as(sql)
                 .bind(tenant)
                 .bind(session)
                 .fetch_one(pool)
@@ -437,5 +466,91 @@ impl Store {
             .await
         })?;
         Ok(rows.into_iter().map(|Json(m)| m).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::testing::{running_turn, sqlite_store, tenant};
+    use crate::model::ProcessId;
+
+    /// On SQLite (V34) a session's messages are stored in the order they were written,
+    /// whatever their sessions; its size is summed from its index alone, never from the
+    /// table; and its positions stay unique.
+    #[tokio::test]
+    async fn history_is_appended_summed_from_its_index_and_keeps_positions_unique() {
+        let (store, _dir) = sqlite_store().await;
+        let tenant = tenant(&store).await;
+        let process = ProcessId::generate();
+        let a = running_turn(&store, tenant, &process).await.session_id;
+        let b = running_turn(&store, tenant, &process).await.session_id;
+        let pools = store.sqlite_pools();
+        let insert = |session: SessionId, position: i64, message: &'static str| {
+            sqlx::query(
+                "INSERT INTO history (session_id, position, message, created_at) \
+                 VALUES ($1, $2, $3, 0)",
+            )
+            .bind(session)
+            .bind(position)
+            .bind(message)
+            .execute(&pools.write)
+        };
+        for (session, position, message) in [
+            (a, 0, r#"{"role":"user","content":"one"}"#),
+            (b, 0, r#"{"role":"user","content":"two"}"#),
+            (a, 1, r#"{"role":"assistant","content":"three"}"#),
+            (a, 2, r#"{"role":"user","content":"four"}"#),
+        ] {
+            insert(session, position, message).await.unwrap();
+        }
+        let taken = insert(a, 1, "{}").await.unwrap_err();
+        assert!(
+            taken
+                .to_string()
+                .contains("UNIQUE constraint failed: history.session_id, history.position"),
+            "{taken}"
+        );
+
+        let stored: Vec<(SessionId, i64)> =
+            sqlx::query_as("SELECT session_id, position FROM history ORDER BY rowid")
+                .fetch_all(&pools.read)
+                .await
+                .unwrap();
+        assert_eq!(stored, [(a, 0), (b, 0), (a, 1), (a, 2)]);
+        let before_last_user = (r#"{"role":"user","content":"one"}"#.len()
+            + r#"{"role":"assistant","content":"three"}"#.len())
+            as u64;
+        let last_user = r#"{"role":"user","content":"four"}"#.len() as u64;
+        assert_eq!(
+            store.history_size(&tenant, &a).await.unwrap(),
+            (3, before_last_user + last_user)
+        );
+        let tail = store.list_history_tail(&tenant, &a).await.unwrap();
+        assert_eq!(
+            (tail.from, tail.bytes_before, tail.messages.len()),
+            (2, before_last_user, 1)
+        );
+
+        for sql in [HISTORY_SIZE_SQLITE, HISTORY_TAIL_SQLITE] {
+            let plan: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                    .bind(tenant)
+                    .bind(a)
+                    .fetch_all(&pools.read)
+                    .await
+                    .unwrap();
+            let sums: Vec<&str> = plan
+                .iter()
+                .map(|(_, _, _, detail)| detail.as_str())
+                .filter(|detail| detail.starts_with("SEARCH h ") || detail.starts_with("SEARCH c "))
+                .collect();
+            assert!(
+                sums.iter()
+                    .any(|detail| detail.contains("USING COVERING INDEX history_session")),
+                "{sql}: {plan:?}"
+            );
+        }
+        store.close().await;
     }
 }
