@@ -1,5 +1,8 @@
 //! Signing and verifying agentry's JWTs (HS256, `kid`, `iss`, `aud`, `exp`, `jti`).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use chrono::{DateTime, TimeZone, Utc};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -70,7 +73,33 @@ pub struct TokenKeys {
     validation: Validation,
     issuer: String,
     audience: String,
+    /// Tokens verified lately, by their whole text, with what they say and when they expire:
+    /// a client sends the same token with every request, and its signature (an HMAC over
+    /// the token) is checked once, its expiry every time.
+    verified: Mutex<HashMap<TokenText, (Principal, i64)>>,
 }
+
+/// Most tokens remembered as verified; a full map drops the expired ones, then all.
+const MAX_VERIFIED: usize = 10_000;
+
+/// A token's text as a key, compared in a time that does not depend on where two texts
+/// differ.
+struct TokenText(Box<str>);
+
+impl std::hash::Hash for TokenText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialEq for TokenText {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+impl Eq for TokenText {}
 
 impl std::fmt::Debug for TokenKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -101,6 +130,7 @@ impl TokenKeys {
             validation,
             issuer: settings.issuer.clone(),
             audience: settings.audience.clone(),
+            verified: Mutex::new(HashMap::new()),
         }
     }
 
@@ -140,6 +170,37 @@ impl TokenKeys {
     /// Checks the signature (with the key its `kid` names), the algorithm, `exp`, `nbf`, `iss`
     /// and `aud`, and that subject and role agree. Revocation is the store's business.
     pub fn verify(&self, token: &str) -> Result<Principal, InvalidToken> {
+        let text = TokenText(token.into());
+        let now = crate::model::now().timestamp();
+        let leeway = i64::try_from(self.validation.leeway).unwrap_or(i64::MAX);
+        let cached = self
+            .verified
+            .lock()
+            .expect("verified tokens lock")
+            .get(&text)
+            .cloned();
+        if let Some((principal, exp)) = cached {
+            // As `decode` judges it: expired once `exp` is more than the leeway ago.
+            return if exp >= now.saturating_sub(leeway) {
+                Ok(principal)
+            } else {
+                Err(InvalidToken)
+            };
+        }
+        let (principal, exp) = self.verify_signed(token)?;
+        let mut verified = self.verified.lock().expect("verified tokens lock");
+        if verified.len() >= MAX_VERIFIED {
+            verified.retain(|_, (_, exp)| *exp >= now.saturating_sub(leeway));
+            if verified.len() >= MAX_VERIFIED {
+                verified.clear();
+            }
+        }
+        verified.insert(text, (principal.clone(), exp));
+        Ok(principal)
+    }
+
+    /// `verify` without what was remembered: the principal and the token's `exp`.
+    fn verify_signed(&self, token: &str) -> Result<(Principal, i64), InvalidToken> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| InvalidToken)?;
         if header.alg != ALGORITHM {
             return Err(InvalidToken);
@@ -153,15 +214,16 @@ impl TokenKeys {
         let claims = jsonwebtoken::decode::<Claims>(token, &key.key, &self.validation)
             .map_err(|_| InvalidToken)?
             .claims;
-        match claims.role {
-            Role::Admin if claims.sub == ADMIN_SUBJECT => Ok(Principal::Admin),
-            Role::Tenant => Ok(Principal::Tenant {
+        let principal = match claims.role {
+            Role::Admin if claims.sub == ADMIN_SUBJECT => Principal::Admin,
+            Role::Tenant => Principal::Tenant {
                 tenant_id: claims.sub.parse().map_err(|_| InvalidToken)?,
                 jti: claims.jti,
                 credential: claims.cid,
-            }),
-            Role::Admin => Err(InvalidToken),
-        }
+            },
+            Role::Admin => return Err(InvalidToken),
+        };
+        Ok((principal, claims.exp))
     }
 }
 
@@ -194,6 +256,33 @@ mod tests {
         assert!(rotated.verify(&signed.token).is_ok());
         let fresh = keys("new-secret-new-secret-new-secret-1", &[]);
         assert_eq!(fresh.verify(&signed.token), Err(InvalidToken));
+    }
+
+    #[test]
+    fn a_verified_token_is_remembered_but_its_expiry_is_checked_each_time() {
+        let keys = keys("some-secret-some-secret-some-secret", &[]);
+        let tenant = TenantId::generate();
+        let signed = keys.sign(&tenant.to_string(), Role::Tenant, 60, None);
+        let first = keys.verify(&signed.token).unwrap();
+        assert_eq!(keys.verify(&signed.token), Ok(first.clone()));
+        assert_eq!(keys.verified.lock().unwrap().len(), 1, "verified once");
+        // Another text is checked on its own, however close to a remembered one.
+        let mut forged = signed.token.clone();
+        let last = forged.pop().unwrap();
+        forged.push(if last == 'A' { 'B' } else { 'A' });
+        assert_eq!(keys.verify(&forged), Err(InvalidToken));
+        assert_eq!(
+            keys.verified.lock().unwrap().len(),
+            1,
+            "a refused token is not kept"
+        );
+        // A remembered token whose `exp` is past (beyond the leeway) is refused.
+        let past = crate::model::now().timestamp() - 31;
+        keys.verified
+            .lock()
+            .unwrap()
+            .insert(TokenText(signed.token.as_str().into()), (first, past));
+        assert_eq!(keys.verify(&signed.token), Err(InvalidToken));
     }
 
     #[test]

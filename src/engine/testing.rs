@@ -1,5 +1,6 @@
 //! What the engine's unit tests share: a migrated store on either backend, and an engine
-//! over it with agents that answer at once (`echo`) or not before the test ends (`slow`).
+//! over it with agents that answer at once (`echo`), a few characters a millisecond
+//! (`paced`), or not before the test ends (`slow`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +22,13 @@ const AGENTS: &str = r#"
 name = "echo"
 provider = "echo"
 model = "echo"
+
+[[agents]]
+name = "paced"
+provider = "echo"
+model = "echo"
+chunk_size = 4
+delay_ms = 1
 
 [[agents]]
 name = "slow"

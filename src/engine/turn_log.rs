@@ -410,7 +410,8 @@ mod tests {
     #[tokio::test]
     async fn an_end_queued_behind_a_reply_that_was_not_stored_closes_the_turn_as_failed() {
         let test = TestEngine::start().await;
-        let session = test.session("echo").await;
+        // Its deltas come apart, each stored before the next: the model's end is not.
+        let session = test.session("paced").await;
         let refuse = |on| {
             test.store
                 .faults
@@ -469,6 +470,55 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(history.len(), 2, "{history:?}");
+        test.stop().await;
+    }
+
+    /// What the model has ready when it is read is queued as one append: an echo's whole
+    /// reply and its end are stored together or not at all, and a model that makes the turn
+    /// wait has what it said so far stored before it is waited for.
+    #[tokio::test]
+    async fn what_the_model_has_ready_is_one_append() {
+        let test = TestEngine::start().await;
+        test.store
+            .faults
+            .refuse_usage_appends
+            .store(true, Ordering::SeqCst);
+        let mut deltas = Vec::new();
+        for agent in ["echo", "paced"] {
+            let session = test.session(agent).await;
+            let started = test
+                .engine
+                .start_turn(&test.tenant, &session.id, says("hello there", None))
+                .await
+                .unwrap();
+            let turn = started.turn.id;
+            test.finish(started).await;
+            let events = test
+                .store
+                .list_events(
+                    &test.tenant,
+                    &session.id,
+                    Some(&turn),
+                    0,
+                    100,
+                    Deltas::AsStreamed,
+                )
+                .await
+                .unwrap();
+            let text: String = events
+                .iter()
+                .filter_map(|e| match &e.data {
+                    EventData::TextDelta { delta } => Some(delta.as_str()),
+                    _ => None,
+                })
+                .collect();
+            deltas.push(text);
+        }
+        // The echo's deltas were in the refused append with its end.
+        assert_eq!(deltas[0], "", "echo");
+        // The paced model's were stored as they came, up to the last one, which came with
+        // its end.
+        assert_eq!(deltas[1], "hello th", "paced");
         test.stop().await;
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tracing::Instrument;
 
 use super::assemble::MessageAssembler;
@@ -27,6 +27,10 @@ use crate::store::StoreError;
 
 /// The error code of a turn the model's provider failed.
 const PROVIDER_ERROR: &str = "provider_error";
+
+/// Most events the model had ready that one append carries: a model that is never waited
+/// for still has its output queued (and published) as it goes.
+const MAX_UNQUEUED: usize = 64;
 
 /// How a turn's work ended, before its `turn_stop` is written.
 struct Outcome {
@@ -356,15 +360,31 @@ async fn stream_message(
     };
     let mut step_usage = (0, 0);
     let started = Instant::now();
+    // What the model said that is not queued yet: everything it has ready goes in one
+    // append, queued before the turn waits for the model again.
+    let mut unqueued: Vec<EventData> = Vec::new();
     loop {
-        let next = tokio::select! {
-            biased;
-            _ = control.token().cancelled() => {
-                step.stop_reason = StopReason::Error;
-                step.error = Some(control.reason());
-                break;
+        let ready = if control.token().is_cancelled() || unqueued.len() >= MAX_UNQUEUED {
+            None
+        } else {
+            stream.next().now_or_never()
+        };
+        let next = match ready {
+            Some(next) => next,
+            None => {
+                if !unqueued.is_empty() {
+                    log.emit(std::mem::take(&mut unqueued), Vec::new()).await;
+                }
+                tokio::select! {
+                    biased;
+                    _ = control.token().cancelled() => {
+                        step.stop_reason = StopReason::Error;
+                        step.error = Some(control.reason());
+                        break;
+                    }
+                    next = stream.next() => next,
+                }
             }
-            next = stream.next() => next,
         };
         if step.first_output.is_none()
             && matches!(
@@ -382,17 +402,18 @@ async fn stream_message(
             Some(Ok(ModelEvent::TextDelta(delta))) => {
                 log.output();
                 message.push_text(&delta);
-                log.emit(vec![EventData::TextDelta { delta }], Vec::new())
-                    .await;
+                unqueued.push(EventData::TextDelta { delta });
             }
             Some(Ok(ModelEvent::ThinkingDelta(delta))) => {
                 log.output();
                 message.push_thinking(&delta);
-                log.emit(vec![EventData::ThinkingDelta { delta }], Vec::new())
-                    .await;
+                unqueued.push(EventData::ThinkingDelta { delta });
             }
             Some(Ok(ModelEvent::ToolCall { id, name, input })) => {
                 log.output();
+                if !unqueued.is_empty() {
+                    log.emit(std::mem::take(&mut unqueued), Vec::new()).await;
+                }
                 let id = call_ids.name(id).await?;
                 message.push_tool_use(&id, &name, &input);
                 step.calls.push(Call {
@@ -435,17 +456,14 @@ async fn stream_message(
     } else {
         vec![message.finish()]
     };
-    log.emit(
-        vec![
-            EventData::MessageStop {},
-            EventData::Usage {
-                input_tokens: step_usage.0,
-                output_tokens: step_usage.1,
-            },
-        ],
-        history,
-    )
-    .await;
+    unqueued.extend([
+        EventData::MessageStop {},
+        EventData::Usage {
+            input_tokens: step_usage.0,
+            output_tokens: step_usage.1,
+        },
+    ]);
+    log.emit(unqueued, history).await;
     // A reply that calls tools is durable before they run; one that ends the turn is not
     // waited for: the turn's end is queued behind it (see `TurnLog::stop`).
     if !step.calls.is_empty() {

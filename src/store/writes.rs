@@ -486,6 +486,54 @@ pub(super) mod tests {
         store.close().await;
     }
 
+    /// A history row is the session's next message when the session is the tenant's, and
+    /// writes nothing, without an error, when it is not: the rows around it are written.
+    #[tokio::test]
+    async fn a_history_row_goes_after_the_sessions_last_only_for_its_tenant() {
+        let (store, _dir) = sqlite_store().await;
+        let owner = tenant(&store).await;
+        let stranger = crate::model::Tenant {
+            id: crate::model::TenantId::generate(),
+            name: "another".into(),
+            status: crate::model::TenantStatus::Active,
+            created_at: crate::model::now(),
+        };
+        store.insert_tenant(&stranger).await.unwrap();
+        let stranger = stranger.id;
+        let turn = running_turn(&store, owner, &ProcessId::generate()).await;
+        let history = |writes: &mut Writes, tenant, text: &str| {
+            let message = serde_json::json!({"role": "user", "content": text});
+            writes.row("history", |row| {
+                row.bind(turn.session_id)
+                    .bind(tenant)
+                    .bind(sqlx::types::Json(message))
+                    .bind(Stamp(turn.created_at))
+                    .bind(turn.id);
+            });
+        };
+        let mut writes = Writes::default();
+        history(&mut writes, owner, "one");
+        history(&mut writes, stranger, "not written");
+        history(&mut writes, owner, "two");
+        execute(writes, &store).await.unwrap();
+        let mut writes = Writes::default();
+        history(&mut writes, owner, "three");
+        execute(writes, &store).await.unwrap();
+        let stored: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT position, message ->> '$.content' FROM history WHERE session_id = $1 \
+             ORDER BY position",
+        )
+        .bind(turn.session_id)
+        .fetch_all(pool(&store))
+        .await
+        .unwrap();
+        let positions: Vec<i64> = stored.iter().map(|(p, _)| *p).collect();
+        let texts: Vec<&str> = stored.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(texts, ["one", "two", "three"]);
+        assert_eq!(positions, [0, 1, 2]);
+        store.close().await;
+    }
+
     /// A turn's start or stop once it ended, and an admission's check of a session that
     /// changed since it was remembered, are refused as stale, and write nothing.
     #[tokio::test]
