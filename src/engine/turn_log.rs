@@ -401,8 +401,21 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use crate::engine::testing::{TestEngine, says};
-    use crate::model::{EventData, HistoryType, TurnStatus};
+    use crate::model::{Event, EventData, HistoryType, SessionId, TurnId, TurnStatus};
     use crate::store::Deltas;
+
+    /// The turn's events as the log gives them.
+    async fn logged(
+        test: &TestEngine,
+        session: &SessionId,
+        turn: &TurnId,
+        deltas: Deltas,
+    ) -> Vec<Event> {
+        test.store
+            .list_events(&test.tenant, session, Some(turn), 0, 100, deltas)
+            .await
+            .unwrap()
+    }
 
     /// A turn's end is queued behind its reply without waiting for it: when the reply
     /// cannot be stored, that end is refused and the turn is closed as failed with what is
@@ -435,18 +448,7 @@ mod tests {
             .unwrap();
         assert_eq!(stored.status, TurnStatus::Failed, "{stored:?}");
         assert_eq!(stored.error.as_ref().unwrap().code, "internal");
-        let events = test
-            .store
-            .list_events(
-                &test.tenant,
-                &session.id,
-                Some(&turn),
-                0,
-                100,
-                Deltas::Merged,
-            )
-            .await
-            .unwrap();
+        let events = logged(&test, &session.id, &turn, Deltas::Merged).await;
         let kinds: Vec<&str> = events.iter().map(|e| e.data.kind()).collect();
         assert_eq!(
             kinds.iter().filter(|k| **k == "turn_stop").count(),
@@ -493,18 +495,7 @@ mod tests {
                 .unwrap();
             let turn = started.turn.id;
             test.finish(started).await;
-            let events = test
-                .store
-                .list_events(
-                    &test.tenant,
-                    &session.id,
-                    Some(&turn),
-                    0,
-                    100,
-                    Deltas::AsStreamed,
-                )
-                .await
-                .unwrap();
+            let events = logged(&test, &session.id, &turn, Deltas::AsStreamed).await;
             let text: String = events
                 .iter()
                 .filter_map(|e| match &e.data {

@@ -94,20 +94,16 @@ pub async fn post_turn(
         stream,
         idempotency,
     };
-    // The admission and the stream are boxed: inline, their states made this handler's
-    // future tens of kilobytes, copied whole when the router boxes it.
-    let started = Box::pin(
-        state
-            .engine()
-            .start_turn(&auth.tenant_id, &session, turn_request),
-    )
-    .await?;
+    let started = state
+        .engine()
+        .start_turn(&auth.tenant_id, &session, turn_request)
+        .await?;
     let turn = started.turn.id;
-    let events = Box::pin(state.engine().follow_started(started));
+    let events = state.engine().follow_started(started);
     if stream == StreamMode::None {
         return wait_for_result(turn, events).await;
     }
-    Ok(Box::pin(render_stream(&state, events, stream, Some(&turn))).await)
+    Ok(render_stream(&state, events, stream, Some(&turn)).await)
 }
 
 /// `stream: "none"`: waits for the turn to end and answers with what it produced.
