@@ -220,14 +220,16 @@ impl TestEngine {
             .unwrap()
     }
 
-    /// Runs a turn of one user message `text` on `session` to its stop.
-    pub async fn run_turn(&self, session: &SessionId, text: &str) {
+    /// Runs a turn of one user message `text` on `session` to its stop; returns its id.
+    pub async fn run_turn(&self, session: &SessionId, text: &str) -> TurnId {
         let started = self
             .engine
             .start_turn(&self.tenant, session, says(text, None))
             .await
             .unwrap();
+        let turn = started.turn.id;
         self.finish(started).await;
+        turn
     }
 
     /// Waits until the turn has stopped, by its events.

@@ -400,7 +400,7 @@ pub(super) async fn interrupt_orphan(parts: TurnParts<'_>, turn: &Turn) -> Resul
 mod tests {
     use std::sync::atomic::Ordering;
 
-    use crate::engine::testing::{TestEngine, says};
+    use crate::engine::testing::TestEngine;
     use crate::model::{Event, EventData, HistoryType, SessionId, TurnId, TurnStatus};
     use crate::store::Deltas;
 
@@ -432,13 +432,7 @@ mod tests {
                 .store(on, Ordering::SeqCst)
         };
         refuse(true);
-        let started = test
-            .engine
-            .start_turn(&test.tenant, &session.id, says("hello there", None))
-            .await
-            .unwrap();
-        let turn = started.turn.id;
-        test.finish(started).await;
+        let turn = test.run_turn(&session.id, "hello there").await;
         refuse(false);
 
         let stored = test
@@ -488,13 +482,7 @@ mod tests {
         let mut deltas = Vec::new();
         for agent in ["echo", "paced"] {
             let session = test.session(agent).await;
-            let started = test
-                .engine
-                .start_turn(&test.tenant, &session.id, says("hello there", None))
-                .await
-                .unwrap();
-            let turn = started.turn.id;
-            test.finish(started).await;
+            let turn = test.run_turn(&session.id, "hello there").await;
             let events = logged(&test, &session.id, &turn, Deltas::AsStreamed).await;
             let text: String = events
                 .iter()
